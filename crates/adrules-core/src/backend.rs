@@ -1,0 +1,160 @@
+//! The [`Backend`] trait: exactly the primitives the rules need.
+//!
+//! Every pullback and pushforward in [`crate::rules`] is written as calls of these methods,
+//! so a backend that implements them gets every rule. The three tensor primitives are
+//! BLAS-style in-place updates `C ← β·C + α·op(…)`:
+//!
+//! | method | update |
+//! |---|---|
+//! | [`add`](Backend::add) | `C ← β·C + α·P_p(op(A))` |
+//! | [`trace`](Backend::trace) | `C ← β·C + α·P_p(tr_{q1,q2} op(A))` |
+//! | [`contract`](Backend::contract) | `C ← β·C + α·P_{pAB}(op(A)·op(B))` |
+//!
+//! with the index conventions of [`crate::spec`] and `op(X) = conj(X)` when the
+//! conjugation flag is [`Conj::Yes`].
+//!
+//! # Contract every implementation keeps
+//! - **Strong zero**: when `β` is zero, C is not read, so NaN or garbage in C cannot leak.
+//! - **Dtypes**: inputs must promote losslessly to C's dtype ([`DType::promotes_to`]); α and β
+//!   are cast to C's dtype (rounding precision is allowed; a complex α or β with a real C is
+//!   [`Error::DTypeMismatch`]). [`add_projected`](Backend::add_projected) is the one
+//!   primitive that narrows (reverse-mode projection).
+//! - **Handles are values**: `Tensor` is a cheap, reference-counted handle. Updating `c`
+//!   must never change what another handle that shared storage with `c` sees (copy-on-write,
+//!   or replacing the handle as candle and burn do). Pullbacks keep clones of their inputs and
+//!   rely on this for AD safety.
+//! - **Errors, not panics**: every shape, rank, dtype, device and aliasing problem is a typed
+//!   [`Error`] naming the argument.
+//!
+//! [`Error`]: crate::Error
+//! [`Error::DTypeMismatch`]: crate::Error::DTypeMismatch
+
+use std::fmt::Debug;
+
+use crate::error::Result;
+use crate::host::HostTensor;
+use crate::scalar::{DType, DynScalar};
+use crate::spec::{Conj, ContractSpec, Dims, Permutation, TraceSpec};
+
+/// A tensor engine on which the shared rules run.
+pub trait Backend {
+    /// A tensor handle: cheap to clone (no data copy), see the module docs for the
+    /// value semantics it must keep.
+    type Tensor: Clone + Debug;
+
+    /// A short name for error messages (`"strided"`, `"candle"`, …).
+    fn name(&self) -> &'static str;
+
+    /// Element types this backend stores.
+    fn dtypes(&self) -> &'static [DType];
+
+    /// The shape of `t`.
+    fn dims(&self, t: &Self::Tensor) -> Dims;
+
+    /// The element type of `t`.
+    fn dtype(&self, t: &Self::Tensor) -> DType;
+
+    /// The rank of `t`.
+    fn rank(&self, t: &Self::Tensor) -> usize {
+        self.dims(t).len()
+    }
+
+    /// A new tensor of zeros.
+    ///
+    /// # Errors
+    /// [`crate::Error::Unsupported`] for a dtype outside [`dtypes`](Backend::dtypes).
+    fn zeros(&self, dims: &[usize], dtype: DType) -> Result<Self::Tensor>;
+
+    /// Copies `t` to host memory, row-major.
+    ///
+    /// # Errors
+    /// Engine errors only.
+    fn to_host(&self, t: &Self::Tensor) -> Result<HostTensor>;
+
+    /// Builds a tensor from host data (the data may be moved in without copying).
+    ///
+    /// # Errors
+    /// [`crate::Error::Unsupported`] for a dtype outside [`dtypes`](Backend::dtypes).
+    fn from_host(&self, h: HostTensor) -> Result<Self::Tensor>;
+
+    /// Permuted add: `C ← β·C + α·P_p(op(A))`, `dims(C)[m] = dims(A)[p[m]]`.
+    ///
+    /// # Errors
+    /// Rank or shape mismatch (`"a"`, `"c"`), dtype (`"a"`, `"alpha"`, `"beta"`), aliasing.
+    fn add(
+        &self,
+        c: &mut Self::Tensor,
+        a: &Self::Tensor,
+        p: &Permutation,
+        conj: Conj,
+        alpha: DynScalar,
+        beta: DynScalar,
+    ) -> Result<()>;
+
+    /// Projected permuted add: `C ← β·C + proj(α·P_p(op(A)))` where `proj` takes the real
+    /// part when C is real and rounds to C's precision (ChainRules' `ProjectTo`). Any input
+    /// dtype and any α are accepted; β must cast to C's dtype. Used to accumulate cotangents
+    /// into primals of a narrower dtype.
+    ///
+    /// # Errors
+    /// As [`add`](Backend::add), except that A's and α's dtypes are unconstrained.
+    fn add_projected(
+        &self,
+        c: &mut Self::Tensor,
+        a: &Self::Tensor,
+        p: &Permutation,
+        conj: Conj,
+        alpha: DynScalar,
+        beta: DynScalar,
+    ) -> Result<()>;
+
+    /// Partial trace: `C ← β·C + α·P_p(tr_{q1,q2} op(A))` (see [`TraceSpec`]).
+    ///
+    /// # Errors
+    /// As [`add`](Backend::add), plus unequal traced dimensions.
+    fn trace(
+        &self,
+        c: &mut Self::Tensor,
+        a: &Self::Tensor,
+        spec: &TraceSpec,
+        conj: Conj,
+        alpha: DynScalar,
+        beta: DynScalar,
+    ) -> Result<()>;
+
+    /// Pairwise contraction: `C ← β·C + α·P_{pAB}(op(A)·op(B))` (see [`ContractSpec`]).
+    ///
+    /// # Errors
+    /// Rank or shape mismatch (`"a"`, `"b"`, `"c"`), dtype, aliasing of C with A or B.
+    #[allow(clippy::too_many_arguments)]
+    fn contract(
+        &self,
+        c: &mut Self::Tensor,
+        a: &Self::Tensor,
+        b: &Self::Tensor,
+        spec: &ContractSpec,
+        conj_a: Conj,
+        conj_b: Conj,
+        alpha: DynScalar,
+        beta: DynScalar,
+    ) -> Result<()>;
+
+    /// Inner product `⟨X, Y⟩ = Σ conj(X)·Y` (conjugate-linear in X), in the joined dtype of
+    /// X and Y.
+    ///
+    /// # Errors
+    /// [`crate::Error::ShapeMismatch`] naming `"y"` when the shapes differ.
+    fn inner(&self, x: &Self::Tensor, y: &Self::Tensor) -> Result<DynScalar>;
+
+    /// In-place scaling `T ← s·T` (a zero `s` is a strong zero: NaN in T does not leak).
+    ///
+    /// # Errors
+    /// [`crate::Error::DTypeMismatch`] for a complex `s` and a real T.
+    fn scale(&self, t: &mut Self::Tensor, s: DynScalar) -> Result<()>;
+
+    /// The single value of a rank-0 tensor.
+    ///
+    /// # Errors
+    /// [`crate::Error::RankMismatch`] naming `"tensor"` when the rank is not 0.
+    fn scalar(&self, t: &Self::Tensor) -> Result<DynScalar>;
+}

@@ -1,0 +1,196 @@
+//! The one error type of adrules.
+//!
+//! Every fallible public function of every adrules crate returns [`Result<T>`]. Each variant
+//! names the offending argument (`arg`) and, where it applies, the expected and the actual
+//! value, so that a message alone tells the caller what to fix.
+
+use crate::scalar::DType;
+
+/// `Result<T, adrules_core::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in adrules.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A tensor has the wrong number of axes.
+    #[error("`{arg}`: expected rank {expected}, got rank {actual}")]
+    RankMismatch {
+        /// the argument
+        arg: String,
+        /// rank required by the other arguments
+        expected: usize,
+        /// rank received
+        actual: usize,
+    },
+    /// A tensor has the wrong shape, or two axes that must agree do not.
+    #[error("`{arg}`: expected shape {expected:?}, got {actual:?}")]
+    ShapeMismatch {
+        /// the argument (and axis, when one axis is at fault)
+        arg: String,
+        /// shape required by the other arguments
+        expected: Vec<usize>,
+        /// shape received
+        actual: Vec<usize>,
+    },
+    /// An index list is not a valid permutation, split or pairing.
+    #[error("`{arg}`: invalid index specification {actual:?}: {reason}")]
+    InvalidIndices {
+        /// the argument
+        arg: String,
+        /// the index list received
+        actual: Vec<usize>,
+        /// what is wrong with it, and what was expected
+        reason: String,
+    },
+    /// A tensor or scalar has a dtype the operation cannot accept.
+    #[error("`{arg}`: expected dtype {expected}, got {actual}")]
+    DTypeMismatch {
+        /// the argument
+        arg: String,
+        /// what was acceptable (a dtype, or a description such as "real")
+        expected: String,
+        /// dtype received
+        actual: DType,
+    },
+    /// The output of an in-place operation shares memory with one of its inputs.
+    #[error("`{output}` aliases `{input}`: the output must not share storage with an input")]
+    Aliasing {
+        /// the output argument
+        output: String,
+        /// the input it shares storage with
+        input: String,
+    },
+    /// An index label of a network (ncon list or Einstein string) is misused.
+    #[error("`{arg}`: label {label}: {reason}")]
+    InvalidLabel {
+        /// the argument (operand or output list)
+        arg: String,
+        /// the label, printed as given
+        label: String,
+        /// what is wrong, and what was expected
+        reason: String,
+    },
+    /// An Einstein string does not parse.
+    #[error("einsum string {input:?}, at byte {position}: {reason}")]
+    Parse {
+        /// the string received
+        input: String,
+        /// byte offset of the problem
+        position: usize,
+        /// what was expected there
+        reason: String,
+    },
+    /// The number of operands does not match the number of index lists or flags.
+    #[error("`{arg}`: expected {expected} entries, got {actual}")]
+    CountMismatch {
+        /// the argument
+        arg: String,
+        /// number required
+        expected: usize,
+        /// number received
+        actual: usize,
+    },
+    /// A linear system is singular (or numerically so) at the point of differentiation.
+    #[error("singular linear system in `{arg}`: {reason}")]
+    Singular {
+        /// what was being solved
+        arg: String,
+        /// detail (pivot, rank deficiency, breakdown)
+        reason: String,
+    },
+    /// An iterative method stopped before reaching its tolerance.
+    #[error(
+        "`{arg}` did not converge: {iterations} iterations, residual {residual:e} > tolerance {tolerance:e}"
+    )]
+    NotConverged {
+        /// the solver
+        arg: String,
+        /// iterations performed
+        iterations: usize,
+        /// final (relative) residual norm
+        residual: f64,
+        /// tolerance that was asked for
+        tolerance: f64,
+    },
+    /// A value is outside its valid range (a negative tolerance, a zero step, a NaN).
+    #[error("`{arg}`: {reason}")]
+    InvalidArgument {
+        /// the argument
+        arg: String,
+        /// what is wrong, and what was expected
+        reason: String,
+    },
+    /// The backend cannot perform this operation (for example complex data on an engine
+    /// without complex tensors).
+    #[error("backend `{backend}` does not support {what}")]
+    Unsupported {
+        /// the backend's name
+        backend: String,
+        /// what was asked for
+        what: String,
+    },
+    /// A tensor lives on a different device than the operation's other arguments.
+    #[error("`{arg}`: expected device {expected}, got {actual}")]
+    DeviceMismatch {
+        /// the argument
+        arg: String,
+        /// device of the other arguments
+        expected: String,
+        /// device received
+        actual: String,
+    },
+    /// An error reported by an engine (candle, burn, dfdx), with its message.
+    #[error("{backend}: {message}")]
+    Backend {
+        /// the engine
+        backend: String,
+        /// its message
+        message: String,
+    },
+    /// A file could not be read or parsed (oracle files, configuration).
+    #[error("{path}: {reason}")]
+    Io {
+        /// the file
+        path: String,
+        /// what went wrong
+        reason: String,
+    },
+}
+
+impl Error {
+    /// Shorthand for [`Error::InvalidArgument`].
+    pub fn invalid(arg: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            arg: arg.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::ShapeMismatch`].
+    pub fn shape(arg: impl Into<String>, expected: &[usize], actual: &[usize]) -> Self {
+        Error::ShapeMismatch {
+            arg: arg.into(),
+            expected: expected.to_vec(),
+            actual: actual.to_vec(),
+        }
+    }
+
+    /// Shorthand for [`Error::RankMismatch`].
+    pub fn rank(arg: impl Into<String>, expected: usize, actual: usize) -> Self {
+        Error::RankMismatch {
+            arg: arg.into(),
+            expected,
+            actual,
+        }
+    }
+
+    /// Shorthand for [`Error::InvalidIndices`].
+    pub fn indices(arg: impl Into<String>, actual: &[usize], reason: impl Into<String>) -> Self {
+        Error::InvalidIndices {
+            arg: arg.into(),
+            actual: actual.to_vec(),
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! # adrules-core
+//!
+//! Backend-agnostic automatic-differentiation rules for tensor operations, written once and
+//! shared by every engine adrules plugs into (the embedded strided CPU backend, candle, burn,
+//! dfdx).
+//!
+//! - [`scalar`]: the element types (`f32`, `f64`, `Complex32`, `Complex64`), the run-time
+//!   [`DType`] and [`DynScalar`] for coefficients.
+//! - [`spec`]: validated index specifications of the primitives and the conjugation flag.
+//! - [`backend`]: the [`Backend`] trait, the primitives every rule is written in.
+//! - [`host`]: [`HostTensor`], dense row-major host data for exchange and tests.
+//! - [`error`]: the one [`Error`] type.
+//!
+//! ## Conventions
+//! - Axes are 0-based. Permuting by `p`: output axis `m` is input axis `p[m]`.
+//! - Contractions split A's axes into `(open_a, contr_a)` and B's into `(contr_b, open_b)`;
+//!   the output permutation acts on `(open_a…, open_b…)` (see [`spec`]).
+//! - `β = 0` is a strong zero: C is not read.
+//! - Complex cotangents follow ChainRules and PyTorch: for a real loss `L` and `z = x + i·y`,
+//!   `z̄ = ∂L/∂x + i·∂L/∂y`; the pullback of `y = M·x` is `x̄ = Mᴴ·ȳ`. Tangents are plain
+//!   directional derivatives.
+//! - Memory order of host data is row-major (the last axis varies fastest).
+
+#![warn(missing_docs)]
+
+pub mod backend;
+pub mod error;
+pub mod host;
+pub mod scalar;
+pub mod spec;
+
+pub use backend::Backend;
+pub use error::{Error, Result};
+pub use host::{HostData, HostElement, HostTensor};
+pub use scalar::{Complex32, Complex64, DType, DynScalar, Promote, RealScalar, Scalar};
+pub use spec::{Axes, Conj, ContractSpec, Dims, Permutation, TraceSpec};

@@ -1,0 +1,552 @@
+//! Validated index specifications of the three primitives, and the conjugation flag.
+//!
+//! All axes are 0-based. Conventions (the same as TensorOperations.jl, shifted to 0-based;
+//! see `shared/notes/rules-math.md`):
+//! - **Permutation** `p`: output axis `m` is input axis `p[m]`, so
+//!   `C[i_0, …] = A[j]` with `j[p[m]] = i_m`, and `dims(C)[m] = dims(A)[p[m]]`.
+//! - **Trace** `(p, q1, q2)`: axis `q1[k]` of A is traced against axis `q2[k]`; the remaining
+//!   axes are permuted by `p`; `(p…, q1…, q2…)` is a permutation of A's axes.
+//! - **Contraction** `(open_a, contr_a), (contr_b, open_b), perm_ab`: axis `contr_a[k]` of A
+//!   is summed against axis `contr_b[k]` of B; the virtual intermediate has axes
+//!   `(open_a…, open_b…)` (A's open axes first, in the given order), and output axis `m` is
+//!   intermediate axis `perm_ab[m]`. No contracted axes is an outer product.
+//!
+//! Constructors check everything that does not depend on shapes; `check` methods validate
+//! shapes at call time. Both return typed errors that name the argument.
+
+use smallvec::SmallVec;
+
+use crate::error::{Error, Result};
+
+/// A short list of axes (inline up to rank 8, heap beyond).
+pub type Axes = SmallVec<[usize; 8]>;
+/// A shape (inline up to rank 8, heap beyond).
+pub type Dims = SmallVec<[usize; 8]>;
+
+/// Conjugation flag of an operand: `op_c(X) = conj(X)` when set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Conj {
+    /// use the operand as it is
+    #[default]
+    No,
+    /// use its complex conjugate (a no-op for real data)
+    Yes,
+}
+
+impl Conj {
+    /// `true` for [`Conj::Yes`].
+    pub fn is_conj(self) -> bool {
+        self == Conj::Yes
+    }
+    /// The opposite flag.
+    pub fn flip(self) -> Conj {
+        match self {
+            Conj::No => Conj::Yes,
+            Conj::Yes => Conj::No,
+        }
+    }
+    /// `Conj::Yes` when `b`.
+    pub fn from_bool(b: bool) -> Conj {
+        if b { Conj::Yes } else { Conj::No }
+    }
+    /// `self` followed by `other` (conjugating twice is the identity).
+    pub fn compose(self, other: Conj) -> Conj {
+        Conj::from_bool(self.is_conj() != other.is_conj())
+    }
+}
+
+fn check_is_permutation(arg: &str, p: &[usize], n: usize) -> Result<()> {
+    if p.len() != n {
+        return Err(Error::indices(
+            arg,
+            p,
+            format!(
+                "expected a permutation of 0..{n} ({n} entries), got {} entries",
+                p.len()
+            ),
+        ));
+    }
+    let mut seen: SmallVec<[bool; 16]> = SmallVec::from_elem(false, n);
+    for &i in p {
+        if i >= n {
+            return Err(Error::indices(
+                arg,
+                p,
+                format!("axis {i} is out of range 0..{n}"),
+            ));
+        }
+        if seen[i] {
+            return Err(Error::indices(arg, p, format!("axis {i} appears twice")));
+        }
+        seen[i] = true;
+    }
+    Ok(())
+}
+
+/// A permutation of `0..n`: output axis `m` is input axis `self[m]`.
+///
+/// This is the index specification of the permuted add `C ← β·C + α·P_p(op(A))`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Permutation(Axes);
+
+impl Permutation {
+    /// Validates `p` as a permutation of `0..p.len()`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidIndices`] (argument `"permutation"`) on a repeated or out-of-range axis.
+    pub fn new(p: &[usize]) -> Result<Self> {
+        Self::named("permutation", p)
+    }
+
+    /// As [`Permutation::new`], naming the argument `arg` in errors.
+    ///
+    /// # Errors
+    /// [`Error::InvalidIndices`] on a repeated or out-of-range axis.
+    pub fn named(arg: &str, p: &[usize]) -> Result<Self> {
+        check_is_permutation(arg, p, p.len())?;
+        Ok(Permutation(p.iter().copied().collect()))
+    }
+
+    /// The identity permutation of `0..n`.
+    pub fn identity(n: usize) -> Self {
+        Permutation((0..n).collect())
+    }
+
+    /// The inverse `ip`, with `ip[p[m]] = m`.
+    pub fn inverse(&self) -> Self {
+        let mut ip: Axes = SmallVec::from_elem(0, self.0.len());
+        for (m, &pm) in self.0.iter().enumerate() {
+            ip[pm] = m;
+        }
+        Permutation(ip)
+    }
+
+    /// `self ∘ other`: applying `other` first, then `self` (`(self∘other)[m] = other[self[m]]`).
+    pub fn then_after(&self, other: &Permutation) -> Permutation {
+        Permutation(self.0.iter().map(|&m| other.0[m]).collect())
+    }
+
+    /// Number of axes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// `true` for the permutation of zero axes.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `true` when `self[m] == m` for every `m`.
+    pub fn is_identity(&self) -> bool {
+        self.0.iter().enumerate().all(|(m, &p)| m == p)
+    }
+
+    /// The axes as a slice.
+    pub fn as_slice(&self) -> &[usize] {
+        &self.0
+    }
+
+    /// Permutes a list: `out[m] = x[self[m]]` (shapes and strides of the output from those
+    /// of the input).
+    ///
+    /// # Panics
+    /// Never for `x.len() == self.len()`; callers check the rank first.
+    pub fn apply<T: Copy>(&self, x: &[T]) -> SmallVec<[T; 8]> {
+        self.0.iter().map(|&p| x[p]).collect()
+    }
+
+    /// Checks the shapes of a permuted add: `rank(A) = rank(C) = len(p)` and
+    /// `dims(C)[m] = dims(A)[p[m]]`.
+    ///
+    /// # Errors
+    /// [`Error::RankMismatch`] naming `"a"` or `"c"`, then [`Error::ShapeMismatch`] naming `"c"`.
+    pub fn check_add(&self, a: &[usize], c: &[usize]) -> Result<()> {
+        if a.len() != self.len() {
+            return Err(Error::rank("a", self.len(), a.len()));
+        }
+        if c.len() != self.len() {
+            return Err(Error::rank("c", self.len(), c.len()));
+        }
+        let expected = self.apply(a);
+        if expected.as_slice() != c {
+            return Err(Error::shape("c", &expected, c));
+        }
+        Ok(())
+    }
+}
+
+/// Index specification of a partial trace `C ← β·C + α·P_p(tr_{q1,q2} op(A))`.
+///
+/// Axis `q1[k]` of A is traced against axis `q2[k]` (their dimensions must agree); output
+/// axis `m` is A's axis `p[m]`. `(p…, q1…, q2…)` is a permutation of A's axes. With `p` empty
+/// the result is a full trace to a rank-0 tensor.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TraceSpec {
+    p: Axes,
+    q1: Axes,
+    q2: Axes,
+}
+
+impl TraceSpec {
+    /// Validates the split.
+    ///
+    /// # Errors
+    /// [`Error::CountMismatch`] when `q1` and `q2` differ in length; [`Error::InvalidIndices`]
+    /// (argument `"trace spec"`) when `(p, q1, q2)` is not a permutation of
+    /// `0..len(p)+2·len(q1)`.
+    pub fn new(p: &[usize], q1: &[usize], q2: &[usize]) -> Result<Self> {
+        if q1.len() != q2.len() {
+            return Err(Error::CountMismatch {
+                arg: "q2".into(),
+                expected: q1.len(),
+                actual: q2.len(),
+            });
+        }
+        let all: Axes = p.iter().chain(q1).chain(q2).copied().collect();
+        check_is_permutation("trace spec (p, q1, q2)", &all, all.len())?;
+        Ok(TraceSpec {
+            p: p.iter().copied().collect(),
+            q1: q1.iter().copied().collect(),
+            q2: q2.iter().copied().collect(),
+        })
+    }
+
+    /// Kept axes, in output order.
+    pub fn p(&self) -> &[usize] {
+        &self.p
+    }
+    /// First axes of the traced pairs.
+    pub fn q1(&self) -> &[usize] {
+        &self.q1
+    }
+    /// Second axes of the traced pairs.
+    pub fn q2(&self) -> &[usize] {
+        &self.q2
+    }
+    /// Rank of A.
+    pub fn rank_a(&self) -> usize {
+        self.p.len() + 2 * self.q1.len()
+    }
+    /// Rank of C.
+    pub fn rank_c(&self) -> usize {
+        self.p.len()
+    }
+
+    /// Output shape for an input of shape `a`.
+    ///
+    /// # Errors
+    /// As [`TraceSpec::check`] for everything about `a`.
+    pub fn output_dims(&self, a: &[usize]) -> Result<Dims> {
+        self.check_a(a)?;
+        Ok(self.p.iter().map(|&i| a[i]).collect())
+    }
+
+    fn check_a(&self, a: &[usize]) -> Result<()> {
+        if a.len() != self.rank_a() {
+            return Err(Error::rank("a", self.rank_a(), a.len()));
+        }
+        for (&i, &j) in self.q1.iter().zip(&self.q2) {
+            if a[i] != a[j] {
+                return Err(Error::shape(
+                    format!("a (traced axes {i} and {j})"),
+                    &[a[i], a[i]],
+                    &[a[i], a[j]],
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks shapes: rank of A, equal dimensions of each traced pair, and C's shape.
+    ///
+    /// # Errors
+    /// [`Error::RankMismatch`] / [`Error::ShapeMismatch`] naming `"a"` or `"c"`.
+    pub fn check(&self, a: &[usize], c: &[usize]) -> Result<()> {
+        let expected = self.output_dims(a)?;
+        if c.len() != expected.len() {
+            return Err(Error::rank("c", expected.len(), c.len()));
+        }
+        if expected.as_slice() != c {
+            return Err(Error::shape("c", &expected, c));
+        }
+        Ok(())
+    }
+}
+
+/// Index specification of a pairwise contraction
+/// `C ← β·C + α·P_{perm_ab}(op(A) · op(B))`.
+///
+/// A's axes split into `(open_a, contr_a)`, B's into `(contr_b, open_b)`; `contr_a[k]` is
+/// summed against `contr_b[k]`; the intermediate has axes `(open_a…, open_b…)` and output axis
+/// `m` is intermediate axis `perm_ab[m]`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ContractSpec {
+    open_a: Axes,
+    contr_a: Axes,
+    contr_b: Axes,
+    open_b: Axes,
+    perm_ab: Permutation,
+}
+
+impl ContractSpec {
+    /// Validates the split.
+    ///
+    /// # Errors
+    /// [`Error::InvalidIndices`] when `(open_a, contr_a)` is not a permutation of A's axes
+    /// (argument `"(open_a, contr_a)"`), likewise for B, or when `perm_ab` is not a permutation
+    /// of `0..len(open_a)+len(open_b)`; [`Error::CountMismatch`] when `contr_a` and `contr_b`
+    /// differ in length.
+    pub fn new(
+        open_a: &[usize],
+        contr_a: &[usize],
+        contr_b: &[usize],
+        open_b: &[usize],
+        perm_ab: &[usize],
+    ) -> Result<Self> {
+        let a: Axes = open_a.iter().chain(contr_a).copied().collect();
+        check_is_permutation("(open_a, contr_a)", &a, a.len())?;
+        let b: Axes = contr_b.iter().chain(open_b).copied().collect();
+        check_is_permutation("(contr_b, open_b)", &b, b.len())?;
+        if contr_a.len() != contr_b.len() {
+            return Err(Error::CountMismatch {
+                arg: "contr_b".into(),
+                expected: contr_a.len(),
+                actual: contr_b.len(),
+            });
+        }
+        check_is_permutation("perm_ab", perm_ab, open_a.len() + open_b.len())?;
+        Ok(ContractSpec {
+            open_a: open_a.iter().copied().collect(),
+            contr_a: contr_a.iter().copied().collect(),
+            contr_b: contr_b.iter().copied().collect(),
+            open_b: open_b.iter().copied().collect(),
+            perm_ab: Permutation(perm_ab.iter().copied().collect()),
+        })
+    }
+
+    /// Builds the spec from one-character axis labels, e.g. `("abcd", "cdef", "abef")`:
+    /// labels in both `a` and `b` are contracted, the others are open and must appear in `c`
+    /// exactly once. Contracted axes are paired in the order they appear in `a`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidLabel`] for a label repeated within one operand, a contracted label in
+    /// `c`, or an open label missing from (or unknown to) `c`.
+    pub fn from_labels(a: &str, b: &str, c: &str) -> Result<Self> {
+        let (la, lb, lc): (Vec<char>, Vec<char>, Vec<char>) = (
+            a.chars().collect(),
+            b.chars().collect(),
+            c.chars().collect(),
+        );
+        for (arg, l) in [("a", &la), ("b", &lb), ("c", &lc)] {
+            for (i, x) in l.iter().enumerate() {
+                if l[..i].contains(x) {
+                    return Err(Error::InvalidLabel {
+                        arg: arg.into(),
+                        label: x.to_string(),
+                        reason: "appears twice in one operand (use a trace for diagonals)".into(),
+                    });
+                }
+            }
+        }
+        let mut open_a = Axes::new();
+        let mut contr_a = Axes::new();
+        let mut contr_b = Axes::new();
+        for (i, x) in la.iter().enumerate() {
+            match lb.iter().position(|y| y == x) {
+                Some(j) => {
+                    if lc.contains(x) {
+                        return Err(Error::InvalidLabel {
+                            arg: "c".into(),
+                            label: x.to_string(),
+                            reason: "is contracted between a and b, so it cannot be open".into(),
+                        });
+                    }
+                    contr_a.push(i);
+                    contr_b.push(j);
+                }
+                None => open_a.push(i),
+            }
+        }
+        let open_b: Axes = (0..lb.len()).filter(|j| !contr_b.contains(j)).collect();
+        let inter: Vec<char> = open_a
+            .iter()
+            .map(|&i| la[i])
+            .chain(open_b.iter().map(|&j| lb[j]))
+            .collect();
+        let mut perm = Axes::new();
+        for x in &lc {
+            match inter.iter().position(|y| y == x) {
+                Some(m) => perm.push(m),
+                None => {
+                    return Err(Error::InvalidLabel {
+                        arg: "c".into(),
+                        label: x.to_string(),
+                        reason: "does not appear in a or b".into(),
+                    });
+                }
+            }
+        }
+        if let Some(x) = inter.iter().find(|x| !lc.contains(x)) {
+            return Err(Error::InvalidLabel {
+                arg: "c".into(),
+                label: x.to_string(),
+                reason: "is open (in exactly one of a, b) and must appear in the output".into(),
+            });
+        }
+        Self::new(&open_a, &contr_a, &contr_b, &open_b, &perm)
+    }
+
+    /// Open axes of A, in intermediate order.
+    pub fn open_a(&self) -> &[usize] {
+        &self.open_a
+    }
+    /// Contracted axes of A.
+    pub fn contr_a(&self) -> &[usize] {
+        &self.contr_a
+    }
+    /// Contracted axes of B (paired with [`contr_a`](Self::contr_a)).
+    pub fn contr_b(&self) -> &[usize] {
+        &self.contr_b
+    }
+    /// Open axes of B, in intermediate order.
+    pub fn open_b(&self) -> &[usize] {
+        &self.open_b
+    }
+    /// Output permutation over `(open_a…, open_b…)`.
+    pub fn perm_ab(&self) -> &Permutation {
+        &self.perm_ab
+    }
+    /// Rank of A.
+    pub fn rank_a(&self) -> usize {
+        self.open_a.len() + self.contr_a.len()
+    }
+    /// Rank of B.
+    pub fn rank_b(&self) -> usize {
+        self.open_b.len() + self.contr_b.len()
+    }
+    /// Rank of C.
+    pub fn rank_c(&self) -> usize {
+        self.open_a.len() + self.open_b.len()
+    }
+
+    /// Output shape for inputs of shapes `a` and `b`.
+    ///
+    /// # Errors
+    /// [`Error::RankMismatch`] naming `"a"` or `"b"`; [`Error::ShapeMismatch`] naming the
+    /// contracted axis of `"b"` whose dimension differs from its partner in A.
+    pub fn output_dims(&self, a: &[usize], b: &[usize]) -> Result<Dims> {
+        if a.len() != self.rank_a() {
+            return Err(Error::rank("a", self.rank_a(), a.len()));
+        }
+        if b.len() != self.rank_b() {
+            return Err(Error::rank("b", self.rank_b(), b.len()));
+        }
+        for (&i, &j) in self.contr_a.iter().zip(&self.contr_b) {
+            if a[i] != b[j] {
+                return Err(Error::shape(
+                    format!("b (axis {j}, contracted with axis {i} of a)"),
+                    &[a[i]],
+                    &[b[j]],
+                ));
+            }
+        }
+        let inter: Dims = self
+            .open_a
+            .iter()
+            .map(|&i| a[i])
+            .chain(self.open_b.iter().map(|&j| b[j]))
+            .collect();
+        Ok(self.perm_ab.apply(&inter))
+    }
+
+    /// Checks every shape of `C ← β·C + α·P(op(A)·op(B))`.
+    ///
+    /// # Errors
+    /// As [`ContractSpec::output_dims`], then [`Error::RankMismatch`] /
+    /// [`Error::ShapeMismatch`] naming `"c"`.
+    pub fn check(&self, a: &[usize], b: &[usize], c: &[usize]) -> Result<()> {
+        let expected = self.output_dims(a, b)?;
+        if c.len() != expected.len() {
+            return Err(Error::rank("c", expected.len(), c.len()));
+        }
+        if expected.as_slice() != c {
+            return Err(Error::shape("c", &expected, c));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permutation_inverse_and_errors() {
+        let p = Permutation::new(&[2, 0, 1]).unwrap();
+        assert_eq!(p.inverse().as_slice(), &[1, 2, 0]);
+        assert!(p.then_after(&p.inverse()).is_identity());
+        assert!(matches!(
+            Permutation::new(&[0, 0]),
+            Err(Error::InvalidIndices { .. })
+        ));
+        assert!(matches!(
+            Permutation::new(&[0, 2]),
+            Err(Error::InvalidIndices { .. })
+        ));
+        assert_eq!(p.apply(&[10, 20, 30]).as_slice(), &[30, 10, 20]);
+        assert!(matches!(
+            p.check_add(&[2, 3, 4], &[4, 2, 2]),
+            Err(Error::ShapeMismatch { .. })
+        ));
+        assert!(p.check_add(&[2, 3, 4], &[4, 2, 3]).is_ok());
+    }
+
+    #[test]
+    fn trace_spec_validation() {
+        let t = TraceSpec::new(&[2, 4, 1], &[0], &[3]).unwrap();
+        assert_eq!(
+            t.output_dims(&[2, 3, 4, 2, 5]).unwrap().as_slice(),
+            &[4, 5, 3]
+        );
+        assert!(matches!(
+            t.output_dims(&[2, 3, 4, 3, 5]),
+            Err(Error::ShapeMismatch { .. })
+        ));
+        assert!(matches!(
+            TraceSpec::new(&[0], &[1], &[]),
+            Err(Error::CountMismatch { .. })
+        ));
+        assert!(matches!(
+            TraceSpec::new(&[0], &[1], &[1]),
+            Err(Error::InvalidIndices { .. })
+        ));
+    }
+
+    #[test]
+    fn contract_spec_from_labels_matches_explicit() {
+        let s = ContractSpec::from_labels("abcd", "cdef", "abef").unwrap();
+        assert_eq!(
+            s,
+            ContractSpec::new(&[0, 1], &[2, 3], &[0, 1], &[2, 3], &[0, 1, 2, 3]).unwrap()
+        );
+        let s = ContractSpec::new(&[1, 3, 4], &[0, 2], &[1, 0], &[2], &[2, 1, 3, 0]).unwrap();
+        assert_eq!(
+            s.output_dims(&[2, 3, 4, 2, 5], &[4, 2, 3])
+                .unwrap()
+                .as_slice(),
+            &[5, 2, 3, 3]
+        );
+        assert!(matches!(
+            s.output_dims(&[2, 3, 4, 2, 5], &[4, 3, 3]),
+            Err(Error::ShapeMismatch { .. })
+        ));
+        assert!(matches!(
+            ContractSpec::from_labels("ab", "bc", "ab"),
+            Err(Error::InvalidLabel { .. })
+        ));
+        assert!(matches!(
+            ContractSpec::from_labels("ab", "bc", "a"),
+            Err(Error::InvalidLabel { .. })
+        ));
+    }
+}

@@ -1,0 +1,1 @@
+//! The embedded strided CPU backend (work in progress).

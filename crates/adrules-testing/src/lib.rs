@@ -1,0 +1,1 @@
+//! Rule-checking utilities (work in progress).
