@@ -37,7 +37,10 @@ use crate::scalar::{DType, DynScalar};
 use crate::spec::{Conj, ContractSpec, Dims, Permutation, TraceSpec};
 
 /// A tensor engine on which the shared rules run.
-pub trait Backend {
+///
+/// The backend value itself (a device, an allocator handle) is cheap to clone: pullbacks keep
+/// a clone so that they can be applied later without being handed the backend again.
+pub trait Backend: Clone {
     /// A tensor handle: cheap to clone (no data copy), see the module docs for the
     /// value semantics it must keep.
     type Tensor: Clone + Debug;
@@ -120,6 +123,25 @@ pub trait Backend {
         conj: Conj,
         alpha: DynScalar,
         beta: DynScalar,
+    ) -> Result<()>;
+
+    /// Adjoint of the trace: adds `α·op(C)` onto the diagonal of A,
+    /// `A[I] += proj(α·op(C)[I_p])` for every multi-index `I` of A with
+    /// `I[q1[k]] = I[q2[k]]` for all `k` (where `I_p[m] = I[p[m]]`); entries off that diagonal
+    /// are unchanged. `proj` is the projection of [`add_projected`](Backend::add_projected)
+    /// (real part for a real A, rounding to A's precision). This is the trace pullback written
+    /// directly onto the diagonal, without the dense identity tensor that TensorOperations.jl
+    /// contracts with (`shared/notes/rules-math.md`).
+    ///
+    /// # Errors
+    /// Shapes as [`trace`](Backend::trace) with the roles of A and C; aliasing.
+    fn add_to_diagonal(
+        &self,
+        a: &mut Self::Tensor,
+        c: &Self::Tensor,
+        spec: &TraceSpec,
+        conj: Conj,
+        alpha: DynScalar,
     ) -> Result<()>;
 
     /// Pairwise contraction: `C ← β·C + α·P_{pAB}(op(A)·op(B))` (see [`ContractSpec`]).

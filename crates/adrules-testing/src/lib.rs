@@ -1,1 +1,12 @@
-//! Rule-checking utilities (work in progress).
+//! # adrules-testing
+//!
+//! Utilities to check automatic-differentiation rules, for adrules itself and for downstream
+//! crates that write their own rules:
+//! - [`reference`]: a naive loop implementation of the backend trait, the ground truth that
+//!   fast backends are tested against.
+
+#![warn(missing_docs)]
+
+pub mod reference;
+
+pub use reference::ReferenceBackend;
