@@ -1,0 +1,274 @@
+//! Replay of oracle files: independent reference gradients in the JSONL format of
+//! `shared/oracles/README.md` (the public `tensor-ad-oracles` database).
+//!
+//! Each line is one [`OracleCase`]: named inputs, and probes holding a tangent direction per
+//! input with the reference output tangent (JVP), and an output cotangent with the reference
+//! input cotangents (VJP). Cotangents follow the convention of `rules-math.md`
+//! (`z̄ = ∂L/∂re + i·∂L/∂im`). Tensors are row-major; a complex element is `[re, im]`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use adrules_core::{Complex32, Complex64, DType, Error, HostData, HostTensor, Result};
+use serde_json::Value;
+
+/// The `allclose` tolerances of a case: `|x − y| ≤ atol + rtol·|y|` elementwise.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tolerance {
+    /// absolute tolerance
+    pub atol: f64,
+    /// relative tolerance
+    pub rtol: f64,
+}
+
+impl Tolerance {
+    /// The tighter of two tolerances, component by component.
+    pub fn min(self, other: Tolerance) -> Tolerance {
+        Tolerance {
+            atol: self.atol.min(other.atol),
+            rtol: self.rtol.min(other.rtol),
+        }
+    }
+}
+
+/// One probe: a tangent direction per input with its reference JVP, and an output cotangent
+/// with its reference VJP per input.
+#[derive(Clone, Debug)]
+pub struct OracleProbe {
+    /// probe identifier
+    pub id: String,
+    /// tangent of each input, by input name
+    pub direction: BTreeMap<String, HostTensor>,
+    /// reference output tangent `J·direction` (PyTorch)
+    pub jvp: HostTensor,
+    /// output cotangent
+    pub cotangent: HostTensor,
+    /// reference input cotangents `Jᴴ·cotangent` (PyTorch), by input name
+    pub vjp: BTreeMap<String, HostTensor>,
+}
+
+/// One oracle case.
+#[derive(Clone, Debug)]
+pub struct OracleCase {
+    /// case identifier
+    pub id: String,
+    /// operation (`"multi_dot"`, `"solve"`)
+    pub op: String,
+    /// element type of every tensor
+    pub dtype: DType,
+    /// inputs by name; names sort in call order (`a`, `b`, `c`, …)
+    pub inputs: BTreeMap<String, HostTensor>,
+    /// first-order comparison tolerances
+    pub tolerance: Tolerance,
+    /// the probes
+    pub probes: Vec<OracleProbe>,
+}
+
+impl OracleCase {
+    /// The inputs in call order.
+    pub fn inputs_in_order(&self) -> Vec<&HostTensor> {
+        self.inputs.values().collect()
+    }
+}
+
+/// The folder `shared/oracles` seen from a crate manifest directory: the first
+/// `<ancestor>/../shared/oracles` (or `<ancestor>/shared/oracles`) that exists, walking up.
+///
+/// # Errors
+/// [`Error::Io`] when no such folder exists.
+pub fn oracle_dir(manifest_dir: &str) -> Result<PathBuf> {
+    let mut dir = Some(Path::new(manifest_dir));
+    while let Some(d) = dir {
+        for cand in [d.join("shared/oracles"), d.join("../shared/oracles")] {
+            if cand.is_dir() {
+                return Ok(cand);
+            }
+        }
+        dir = d.parent();
+    }
+    Err(Error::Io {
+        path: manifest_dir.into(),
+        reason: "no shared/oracles folder beside this directory or its ancestors".into(),
+    })
+}
+
+fn io(path: &str, reason: impl Into<String>) -> Error {
+    Error::Io {
+        path: path.into(),
+        reason: reason.into(),
+    }
+}
+
+fn dtype_of(s: &str, ctx: &str) -> Result<DType> {
+    Ok(match s {
+        "float32" => DType::F32,
+        "float64" => DType::F64,
+        "complex64" => DType::C32,
+        "complex128" => DType::C64,
+        other => return Err(io(ctx, format!("unknown dtype {other:?}"))),
+    })
+}
+
+fn tensor(v: &Value, ctx: &str) -> Result<HostTensor> {
+    let dtype = dtype_of(v["dtype"].as_str().unwrap_or(""), ctx)?;
+    if let Some(order) = v["order"].as_str()
+        && order != "row_major"
+    {
+        return Err(io(ctx, format!("unsupported order {order:?}")));
+    }
+    let shape: Vec<usize> = v["shape"]
+        .as_array()
+        .ok_or_else(|| io(ctx, "tensor without shape"))?
+        .iter()
+        .map(|d| d.as_u64().map(|d| d as usize))
+        .collect::<Option<_>>()
+        .ok_or_else(|| io(ctx, "non-integer dimension"))?;
+    let data = v["data"]
+        .as_array()
+        .ok_or_else(|| io(ctx, "tensor without data"))?;
+    let real = |x: &Value| x.as_f64().ok_or_else(|| io(ctx, "non-numeric element"));
+    let cplx = |x: &Value| -> Result<Complex64> {
+        match x.as_array().map(|p| p.as_slice()) {
+            Some([re, im]) => Ok(Complex64::new(real(re)?, real(im)?)),
+            _ => Err(io(ctx, "complex element is not [re, im]")),
+        }
+    };
+    let data = match dtype {
+        DType::F32 => HostData::F32(
+            data.iter()
+                .map(|x| real(x).map(|x| x as f32))
+                .collect::<Result<_>>()?,
+        ),
+        DType::F64 => HostData::F64(data.iter().map(real).collect::<Result<_>>()?),
+        DType::C32 => HostData::C32(
+            data.iter()
+                .map(|x| cplx(x).map(|z| Complex32::new(z.re as f32, z.im as f32)))
+                .collect::<Result<_>>()?,
+        ),
+        DType::C64 => HostData::C64(data.iter().map(cplx).collect::<Result<_>>()?),
+    };
+    HostTensor::new(&shape, data).map_err(|e| io(ctx, e.to_string()))
+}
+
+fn tensor_map(v: &Value, ctx: &str) -> Result<BTreeMap<String, HostTensor>> {
+    v.as_object()
+        .ok_or_else(|| io(ctx, "expected an object of tensors"))?
+        .iter()
+        .map(|(k, t)| Ok((k.clone(), tensor(t, &format!("{ctx}.{k}"))?)))
+        .collect()
+}
+
+/// Parses one JSONL line.
+///
+/// # Errors
+/// [`Error::Io`] naming `ctx` and the field at fault.
+pub fn parse_case(line: &str, ctx: &str) -> Result<OracleCase> {
+    let v: Value = serde_json::from_str(line).map_err(|e| io(ctx, e.to_string()))?;
+    let id = v["case_id"].as_str().unwrap_or("?").to_string();
+    let ctx = format!("{ctx} ({id})");
+    let tol = &v["comparison"]["first_order"];
+    let tolerance = Tolerance {
+        atol: tol["atol"]
+            .as_f64()
+            .ok_or_else(|| io(&ctx, "no first-order atol"))?,
+        rtol: tol["rtol"]
+            .as_f64()
+            .ok_or_else(|| io(&ctx, "no first-order rtol"))?,
+    };
+    let probes = v["probes"]
+        .as_array()
+        .ok_or_else(|| io(&ctx, "no probes"))?
+        .iter()
+        .map(|p| {
+            Ok(OracleProbe {
+                id: p["probe_id"].as_str().unwrap_or("?").to_string(),
+                direction: tensor_map(&p["direction"], &format!("{ctx}.direction"))?,
+                jvp: tensor(&p["pytorch_ref"]["jvp"]["value"], &format!("{ctx}.jvp"))?,
+                cotangent: tensor(&p["cotangent"]["value"], &format!("{ctx}.cotangent"))?,
+                vjp: tensor_map(&p["pytorch_ref"]["vjp"], &format!("{ctx}.vjp"))?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(OracleCase {
+        id,
+        op: v["op"].as_str().unwrap_or("").to_string(),
+        dtype: dtype_of(v["dtype"].as_str().unwrap_or(""), &ctx)?,
+        inputs: tensor_map(&v["inputs"], &format!("{ctx}.inputs"))?,
+        tolerance,
+        probes,
+    })
+}
+
+/// Reads every case of a JSONL oracle file.
+///
+/// # Errors
+/// [`Error::Io`] when the file cannot be read or a line does not parse.
+pub fn load(path: &Path) -> Result<Vec<OracleCase>> {
+    let p = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| io(&p, e.to_string()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| parse_case(l, &format!("{p}:{}", i + 1)))
+        .collect()
+}
+
+/// Compares `actual` with `expected` elementwise under `tol` (`|x − y| ≤ atol + rtol·|y|`,
+/// on the complex modulus). Returns the worst violation ratio
+/// `max |x − y| / (atol + rtol·|y|)` (at most 1 when they agree).
+///
+/// # Errors
+/// [`Error::ShapeMismatch`] naming `what` when the shapes differ.
+pub fn allclose_ratio(
+    actual: &HostTensor,
+    expected: &HostTensor,
+    tol: Tolerance,
+    what: &str,
+) -> Result<f64> {
+    if actual.dims() != expected.dims() {
+        return Err(Error::shape(what, expected.dims(), actual.dims()));
+    }
+    let (x, y) = (actual.data().to_c64_vec(), expected.data().to_c64_vec());
+    Ok(x.iter()
+        .zip(&y)
+        .map(|(x, y)| (x - y).norm() / (tol.atol + tol.rtol * y.norm()))
+        .fold(0.0, f64::max))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_oracle_files_parse_with_every_dtype() {
+        let dir = oracle_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+        for file in ["multi_dot.jsonl", "solve.jsonl"] {
+            let cases = load(&dir.join(file)).unwrap();
+            assert!(!cases.is_empty());
+            for dt in DType::ALL {
+                assert!(cases.iter().any(|c| c.dtype == dt), "{file} lacks {dt}");
+            }
+            for c in &cases {
+                assert!(!c.probes.is_empty());
+                for p in &c.probes {
+                    assert_eq!(p.direction.len(), c.inputs.len());
+                    assert_eq!(p.vjp.len(), c.inputs.len());
+                    for (name, t) in &c.inputs {
+                        assert_eq!(p.direction[name].dims(), t.dims());
+                        assert_eq!(p.vjp[name].dims(), t.dims());
+                        assert_eq!(t.dtype(), c.dtype);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_lines_are_errors() {
+        assert!(matches!(parse_case("{", "x"), Err(Error::Io { .. })));
+        assert!(matches!(
+            parse_case(r#"{"case_id":"c","dtype":"float64"}"#, "x"),
+            Err(Error::Io { .. })
+        ));
+    }
+}
