@@ -10,6 +10,8 @@
 //! - [`backend`]: the [`Backend`] trait, the primitives every rule is written in.
 //! - [`host`]: [`HostTensor`], dense row-major host data for exchange and tests.
 //! - [`error`]: the one [`Error`] type.
+//! - [`network`]: ncon / Einstein-string networks, contraction order, plans and their rules.
+//! - [`alloc`]: allocators for temporaries and the AD-safety rule they keep.
 //!
 //! ## Conventions
 //! - Axes are 0-based. Permuting by `p`: output axis `m` is input axis `p[m]`.
@@ -23,12 +25,15 @@
 
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod backend;
 pub mod error;
 pub mod host;
+pub mod network;
 pub mod scalar;
 pub mod spec;
 
+pub use alloc::{Allocator, Checkpoint, HeapAllocator, Lifetime};
 pub use backend::Backend;
 pub use error::{Error, Result};
 pub use host::{HostData, HostElement, HostTensor};
