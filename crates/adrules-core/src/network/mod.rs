@@ -12,6 +12,7 @@
 mod einsum;
 mod ncon;
 mod plan;
+mod rules;
 mod structure;
 mod tree;
 
@@ -20,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::spec::{Conj, Dims};
 
 pub use plan::{NetworkPlan, Step};
+pub use rules::NetworkPullback;
 pub use structure::{Label, Network, Notation};
 pub use tree::{ContractionTree, Optimizer, Order};
 

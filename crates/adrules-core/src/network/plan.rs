@@ -326,37 +326,6 @@ impl NetworkPlan {
         Ok(dtype)
     }
 
-    /// Runs step `s` into `out`: `out ← β·out + α·step(inputs)`, with `inputs` the values
-    /// of [`Step::inputs`] in order.
-    pub(crate) fn apply_step<B: Backend>(
-        &self,
-        be: &B,
-        s: usize,
-        out: &mut B::Tensor,
-        inputs: &[&B::Tensor],
-        alpha: DynScalar,
-        beta: DynScalar,
-    ) -> Result<()> {
-        match (&self.steps[s], inputs) {
-            (Step::Add { perm, conj, .. }, [x]) => be.add(out, x, perm, *conj, alpha, beta),
-            (Step::Trace { spec, conj, .. }, [x]) => be.trace(out, x, spec, *conj, alpha, beta),
-            (
-                Step::Contract {
-                    spec,
-                    conj_a,
-                    conj_b,
-                    ..
-                },
-                [x, y],
-            ) => be.contract(out, x, y, spec, *conj_a, *conj_b, alpha, beta),
-            _ => Err(Error::CountMismatch {
-                arg: format!("inputs of step {s}"),
-                expected: self.steps[s].inputs().len(),
-                actual: inputs.len(),
-            }),
-        }
-    }
-
     /// Contracts the network: a new tensor of shape [`output_dims`](Self::output_dims) and the
     /// joined dtype of the operands. Intermediates come from the heap ([`HeapAllocator`]).
     ///
@@ -414,6 +383,30 @@ impl NetworkPlan {
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
+        let last = self.steps.len() - 1;
+        self.walk(be, alloc, operands, c, |s, out, inputs| {
+            let op = self.steps[s].op();
+            if s == last {
+                op.with_coefficients(alpha, beta).apply(be, out, inputs)
+            } else {
+                op.apply(be, out, inputs)
+            }
+        })
+    }
+
+    /// Runs the steps in order: step `s` writes, through `f(s, out, inputs)`, into a fresh
+    /// temporary from `alloc` (of the joined dtype of its inputs), except the last step, which
+    /// writes into `c`. A temporary is given back to `alloc` as soon as its consumer has run;
+    /// whatever `f` keeps of it (a pullback's clone) keeps the storage alive (see
+    /// [`crate::alloc`]).
+    pub(crate) fn walk<B: Backend, A: Allocator<B>>(
+        &self,
+        be: &B,
+        alloc: &A,
+        operands: &[&B::Tensor],
+        c: &mut B::Tensor,
+        mut f: impl FnMut(usize, &mut B::Tensor, &[&B::Tensor]) -> Result<()>,
+    ) -> Result<()> {
         let n = operands.len();
         let mut values: SmallVec<[Option<B::Tensor>; 16]> =
             (0..self.steps.len()).map(|_| None).collect();
@@ -425,7 +418,7 @@ impl NetworkPlan {
                     .map(|&v| value(operands, &values, v))
                     .collect::<Result<_>>()?;
                 if s + 1 == self.steps.len() {
-                    self.apply_step(be, s, c, &inputs, alpha, beta)?;
+                    f(s, c, &inputs)?;
                     None
                 } else {
                     let dtype = inputs
@@ -433,8 +426,7 @@ impl NetworkPlan {
                         .fold(DType::F32, |acc, t| acc.join(be.dtype(t)));
                     let mut t =
                         alloc.allocate(be, &self.step_dims[s], dtype, Lifetime::Temporary)?;
-                    let (one, zero) = (DynScalar::one(dtype), DynScalar::zero(dtype));
-                    self.apply_step(be, s, &mut t, &inputs, one, zero)?;
+                    f(s, &mut t, &inputs)?;
                     Some(t)
                 }
             };
