@@ -113,6 +113,14 @@ pub trait Allocator<B: Backend> {
     /// [`crate::Error::InvalidArgument`] (argument `"checkpoint"`) for a checkpoint this
     /// allocator cannot return to (one taken after a later reset, or by another allocator).
     fn reset(&self, checkpoint: Checkpoint) -> Result<()>;
+
+    /// Runs `f` with this allocator as the source of the buffers a backend creates by itself
+    /// (new tensors, copy-on-write copies, scratch space of its kernels), for backends that
+    /// support it; the executors of [`crate::network`] run every plan inside it. The default
+    /// just runs `f`.
+    fn scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        f()
+    }
 }
 
 /// The default allocator: every allocation is a fresh [`Backend::zeros`], a free drops the

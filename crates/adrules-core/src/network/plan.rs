@@ -394,12 +394,23 @@ impl NetworkPlan {
         })
     }
 
-    /// Runs the steps in order: step `s` writes, through `f(s, out, inputs)`, into a fresh
-    /// temporary from `alloc` (of the joined dtype of its inputs), except the last step, which
-    /// writes into `c`. A temporary is given back to `alloc` as soon as its consumer has run;
-    /// whatever `f` keeps of it (a pullback's clone) keeps the storage alive (see
-    /// [`crate::alloc`]).
+    /// Runs the steps in order, inside [`Allocator::scope`]: step `s` writes, through
+    /// `f(s, out, inputs)`, into a fresh temporary from `alloc` (of the joined dtype of its
+    /// inputs), except the last step, which writes into `c`. A temporary is given back to
+    /// `alloc` as soon as its consumer has run; whatever `f` keeps of it (a pullback's clone)
+    /// keeps the storage alive (see [`crate::alloc`]).
     pub(crate) fn walk<B: Backend, A: Allocator<B>>(
+        &self,
+        be: &B,
+        alloc: &A,
+        operands: &[&B::Tensor],
+        c: &mut B::Tensor,
+        f: impl FnMut(usize, &mut B::Tensor, &[&B::Tensor]) -> Result<()>,
+    ) -> Result<()> {
+        alloc.scope(|| self.walk_steps(be, alloc, operands, c, f))
+    }
+
+    fn walk_steps<B: Backend, A: Allocator<B>>(
         &self,
         be: &B,
         alloc: &A,
