@@ -10,6 +10,8 @@
 //! - [`backend`]: the [`Backend`] trait, the primitives every rule is written in.
 //! - [`host`]: [`HostTensor`], dense row-major host data for exchange and tests.
 //! - [`error`]: the one [`Error`] type.
+//! - [`implicit`]: implicit differentiation of functions defined by conditions (roots,
+//!   fixed points, minimizers), with dense and matrix-free linear solvers.
 //!
 //! ## Conventions
 //! - Axes are 0-based. Permuting by `p`: output axis `m` is input axis `p[m]`.
@@ -26,6 +28,7 @@
 pub mod backend;
 pub mod error;
 pub mod host;
+pub mod implicit;
 pub mod scalar;
 pub mod spec;
 
