@@ -40,7 +40,7 @@ use crate::spec::{Conj, ContractSpec, Dims, Permutation, TraceSpec};
 ///
 /// The backend value itself (a device, an allocator handle) is cheap to clone: pullbacks keep
 /// a clone so that they can be applied later without being handed the backend again.
-pub trait Backend: Clone {
+pub trait Backend: Clone + Debug {
     /// A tensor handle: cheap to clone (no data copy), see the module docs for the
     /// value semantics it must keep.
     type Tensor: Clone + Debug;
@@ -78,6 +78,7 @@ pub trait Backend: Clone {
     ///
     /// # Errors
     /// [`crate::Error::Unsupported`] for a dtype outside [`dtypes`](Backend::dtypes).
+    #[allow(clippy::wrong_self_convention)] // the backend value is a device handle
     fn from_host(&self, h: HostTensor) -> Result<Self::Tensor>;
 
     /// Permuted add: `C ← β·C + α·P_p(op(A))`, `dims(C)[m] = dims(A)[p[m]]`.

@@ -9,6 +9,7 @@
 //! - [`spec`]: validated index specifications of the primitives and the conjugation flag.
 //! - [`backend`]: the [`Backend`] trait, the primitives every rule is written in.
 //! - [`host`]: [`HostTensor`], dense row-major host data for exchange and tests.
+//! - [`rules`]: pullbacks and pushforwards of add, trace, contract and scalar extraction.
 //! - [`error`]: the one [`Error`] type.
 //! - [`implicit`]: implicit differentiation of functions defined by conditions (roots,
 //!   fixed points, minimizers), with dense and matrix-free linear solvers.
@@ -29,6 +30,7 @@ pub mod backend;
 pub mod error;
 pub mod host;
 pub mod implicit;
+pub mod rules;
 pub mod scalar;
 pub mod spec;
 

@@ -12,24 +12,7 @@ use std::path::{Path, PathBuf};
 use adrules_core::{Complex32, Complex64, DType, Error, HostData, HostTensor, Result};
 use serde_json::Value;
 
-/// The `allclose` tolerances of a case: `|x − y| ≤ atol + rtol·|y|` elementwise.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Tolerance {
-    /// absolute tolerance
-    pub atol: f64,
-    /// relative tolerance
-    pub rtol: f64,
-}
-
-impl Tolerance {
-    /// The tighter of two tolerances, component by component.
-    pub fn min(self, other: Tolerance) -> Tolerance {
-        Tolerance {
-            atol: self.atol.min(other.atol),
-            rtol: self.rtol.min(other.rtol),
-        }
-    }
-}
+pub use crate::tolerance::Tolerance;
 
 /// One probe: a tangent direction per input with its reference JVP, and an output cotangent
 /// with its reference VJP per input.
@@ -211,28 +194,6 @@ pub fn load(path: &Path) -> Result<Vec<OracleCase>> {
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| parse_case(l, &format!("{p}:{}", i + 1)))
         .collect()
-}
-
-/// Compares `actual` with `expected` elementwise under `tol` (`|x − y| ≤ atol + rtol·|y|`,
-/// on the complex modulus). Returns the worst violation ratio
-/// `max |x − y| / (atol + rtol·|y|)` (at most 1 when they agree).
-///
-/// # Errors
-/// [`Error::ShapeMismatch`] naming `what` when the shapes differ.
-pub fn allclose_ratio(
-    actual: &HostTensor,
-    expected: &HostTensor,
-    tol: Tolerance,
-    what: &str,
-) -> Result<f64> {
-    if actual.dims() != expected.dims() {
-        return Err(Error::shape(what, expected.dims(), actual.dims()));
-    }
-    let (x, y) = (actual.data().to_c64_vec(), expected.data().to_c64_vec());
-    Ok(x.iter()
-        .zip(&y)
-        .map(|(x, y)| (x - y).norm() / (tol.atol + tol.rtol * y.norm()))
-        .fold(0.0, f64::max))
 }
 
 #[cfg(test)]

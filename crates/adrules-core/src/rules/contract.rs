@@ -1,0 +1,261 @@
+//! Rules of the pairwise contraction `C ← β·C + α·P_pAB(op(A)·op(B))`.
+
+use crate::backend::Backend;
+use crate::error::Result;
+use crate::scalar::DynScalar;
+use crate::spec::{Axes, Conj, ContractSpec};
+
+use super::{
+    Activity, Cotangents, Meta, Tangents, check_coeff_tangent, check_like, coeff_kind, cot_scale,
+    deposit, deposit_beta, deposit_c, deposit_coeff, tangent_start,
+};
+
+/// One pairwise contraction `C ← β·C + α·P_pAB(op_cA(A)·op_cB(B))` (see [`ContractSpec`]).
+///
+/// Rules (0-based form of TensorOperations.jl v5.8 `src/pullbacks/contract.jl`; see
+/// `shared/notes/rules-math.md`). In matrix form, with `Â = op_cA(A)` as (open_a × contr) and
+/// `B̂ = op_cB(B)` as (contr × open_b): `cot(Â) = conj(α)·C̄·B̂ᴴ`, `cot(B̂) = conj(α)·Âᴴ·C̄`, then
+/// the conjugation is undone. Each is one contraction of the same primitive, with C̄ read
+/// through `ipAB = perm_abᐨ¹` split after `len(open_a)`:
+/// - `ΔA += contract(C̄[ipAB], op = cA; B[(open_b, contr_b)], op = cA ? cB : !cB;
+///   out perm = (open_a, contr_a)ᐨ¹; scale cA ? α : conj(α))`;
+/// - `ΔB += contract(A[(contr_a, open_a)], op = cB ? cA : !cA; C̄[ipAB], op = cB;
+///   out perm = (contr_b, open_b)ᐨ¹; scale cB ? α : conj(α))`;
+/// - `ᾱ = ⟨P_pAB(op A·op B), C̄⟩` (one extra contraction, skipped when α is inactive);
+///   `C̄_in = conj(β)·C̄`; `β̄ = ⟨C_old, C̄⟩`.
+///
+/// Pushforward: `Ċ' = β·Ċ + β̇·C_old + α̇·P(op A·op B) + α·P(op Ȧ·op B) + α·P(op A·op Ḃ)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContractOp {
+    /// index split and output permutation
+    pub spec: ContractSpec,
+    /// conjugation flag of A
+    pub conj_a: Conj,
+    /// conjugation flag of B
+    pub conj_b: Conj,
+    /// α
+    pub alpha: DynScalar,
+    /// β (zero is a strong zero: C is not read)
+    pub beta: DynScalar,
+}
+
+impl ContractOp {
+    /// `C ← P(A·B)`: no conjugation, α = 1, β = 0 (both `f64`, cast to C's dtype).
+    pub fn new(spec: ContractSpec) -> Self {
+        ContractOp {
+            spec,
+            conj_a: Conj::No,
+            conj_b: Conj::No,
+            alpha: DynScalar::F64(1.0),
+            beta: DynScalar::F64(0.0),
+        }
+    }
+
+    /// Sets the conjugation flags of A and B.
+    pub fn conj(mut self, conj_a: Conj, conj_b: Conj) -> Self {
+        self.conj_a = conj_a;
+        self.conj_b = conj_b;
+        self
+    }
+
+    /// Sets α.
+    pub fn alpha(mut self, alpha: impl Into<DynScalar>) -> Self {
+        self.alpha = alpha.into();
+        self
+    }
+
+    /// Sets β.
+    pub fn beta(mut self, beta: impl Into<DynScalar>) -> Self {
+        self.beta = beta.into();
+        self
+    }
+
+    /// The primal.
+    ///
+    /// # Errors
+    /// Those of [`Backend::contract`].
+    pub fn apply<B: Backend>(
+        &self,
+        be: &B,
+        c: &mut B::Tensor,
+        a: &B::Tensor,
+        b: &B::Tensor,
+    ) -> Result<()> {
+        be.contract(
+            c,
+            a,
+            b,
+            &self.spec,
+            self.conj_a,
+            self.conj_b,
+            self.alpha,
+            self.beta,
+        )
+    }
+
+    /// The primal, updating `c` in place, and its pullback. The pullback keeps A when B or α
+    /// is active, B when A or α is active, and `C_old` only when β is active.
+    ///
+    /// # Errors
+    /// Those of [`Backend::contract`]; on error `c` is unchanged.
+    pub fn rrule<B: Backend>(
+        &self,
+        be: &B,
+        c: &mut B::Tensor,
+        a: &B::Tensor,
+        b: &B::Tensor,
+        active: Activity,
+    ) -> Result<ContractPullback<B>> {
+        self.spec.check(&be.dims(a), &be.dims(b), &be.dims(c))?;
+        let (spec_a, spec_b) = cotangent_specs(&self.spec)?;
+        let pb = ContractPullback {
+            backend: be.clone(),
+            op: self.clone(),
+            spec_a,
+            spec_b,
+            a: (active.b || active.alpha).then(|| a.clone()),
+            b: (active.a || active.alpha).then(|| b.clone()),
+            c_old: active.beta.then(|| c.clone()),
+            a_meta: Meta::of(be, a),
+            b_meta: Meta::of(be, b),
+            c_meta: Meta::of(be, c),
+            active,
+        };
+        self.apply(be, c, a, b)?;
+        Ok(pb)
+    }
+
+    /// The primal, updating `c` in place, and the tangent of the updated C (computed before
+    /// the primal overwrites C).
+    ///
+    /// # Errors
+    /// Those of [`Backend::contract`]; mismatched tangents; on error `c` is unchanged.
+    pub fn frule<B: Backend>(
+        &self,
+        be: &B,
+        c: &mut B::Tensor,
+        a: &B::Tensor,
+        b: &B::Tensor,
+        t: Tangents<'_, B>,
+    ) -> Result<B::Tensor> {
+        self.spec.check(&be.dims(a), &be.dims(b), &be.dims(c))?;
+        let c_meta = Meta::of(be, c);
+        let one = DynScalar::one(c_meta.dtype);
+        let mut dc = tangent_start(be, c, &c_meta, self.beta, t.c, t.beta)?;
+        let (sp, ca, cb) = (&self.spec, self.conj_a, self.conj_b);
+        if let Some(dal) = t.alpha {
+            check_coeff_tangent("tangent of alpha", Some(dal), self.alpha)?;
+            be.contract(&mut dc, a, b, sp, ca, cb, dal, one)?;
+        }
+        if let Some(da) = t.a {
+            check_like(be, "tangent of a", da, &Meta::of(be, a))?;
+            be.contract(&mut dc, da, b, sp, ca, cb, self.alpha, one)?;
+        }
+        if let Some(db) = t.b {
+            check_like(be, "tangent of b", db, &Meta::of(be, b))?;
+            be.contract(&mut dc, a, db, sp, ca, cb, self.alpha, one)?;
+        }
+        self.apply(be, c, a, b)?;
+        Ok(dc)
+    }
+}
+
+/// The contraction specs of ΔA (operands C̄, B) and ΔB (operands A, C̄).
+fn cotangent_specs(s: &ContractSpec) -> Result<(ContractSpec, ContractSpec)> {
+    let na = s.open_a().len();
+    let ip = s.perm_ab().inverse();
+    let (c_rows, c_cols) = ip.as_slice().split_at(na);
+    let pa: Axes = s.open_a().iter().chain(s.contr_a()).copied().collect();
+    let pb: Axes = s.contr_b().iter().chain(s.open_b()).copied().collect();
+    let ipa = crate::spec::Permutation::named("(open_a, contr_a)", &pa)?.inverse();
+    let ipb = crate::spec::Permutation::named("(contr_b, open_b)", &pb)?.inverse();
+    let spec_a = ContractSpec::new(c_rows, c_cols, s.open_b(), s.contr_b(), ipa.as_slice())?;
+    let spec_b = ContractSpec::new(s.contr_a(), s.open_a(), c_rows, c_cols, ipb.as_slice())?;
+    Ok((spec_a, spec_b))
+}
+
+/// Pullback of a [`ContractOp`]; owns what it reads and can be applied many times.
+#[derive(Clone, Debug)]
+pub struct ContractPullback<B: Backend> {
+    backend: B,
+    op: ContractOp,
+    spec_a: ContractSpec,
+    spec_b: ContractSpec,
+    a: Option<B::Tensor>,
+    b: Option<B::Tensor>,
+    c_old: Option<B::Tensor>,
+    a_meta: Meta,
+    b_meta: Meta,
+    c_meta: Meta,
+    active: Activity,
+}
+
+impl<B: Backend> ContractPullback<B> {
+    /// Fresh cotangents of the active inputs.
+    ///
+    /// # Errors
+    /// `c_bar` not matching C (`"c_bar"`); backend errors.
+    pub fn pullback(&self, c_bar: &B::Tensor) -> Result<Cotangents<B>> {
+        let mut g = Cotangents::default();
+        self.accumulate(c_bar, &mut g)?;
+        Ok(g)
+    }
+
+    /// Adds the cotangents of the active inputs into `into` (in place into existing buffers
+    /// with β = 1 when the dtypes allow).
+    ///
+    /// # Errors
+    /// As [`pullback`](Self::pullback), plus shape/dtype errors of existing buffers.
+    pub fn accumulate(&self, c_bar: &B::Tensor, into: &mut Cotangents<B>) -> Result<()> {
+        let be = &self.backend;
+        let op = &self.op;
+        check_like(be, "c_bar", c_bar, &self.c_meta)?;
+        let cbar_dtype = be.dtype(c_bar);
+        if self.active.c {
+            deposit_c(be, &mut into.c, c_bar, &self.c_meta, op.beta)?;
+        }
+        if let (true, Some(b)) = (self.active.a, &self.b) {
+            let scale = cot_scale(op.conj_a, op.alpha);
+            let flag_b = if op.conj_a.is_conj() {
+                op.conj_b
+            } else {
+                op.conj_b.flip()
+            };
+            let input = cbar_dtype.join(self.b_meta.dtype).join(coeff_kind(scale));
+            deposit(be, &mut into.a, &self.a_meta, input, |t, keep| {
+                be.contract(t, c_bar, b, &self.spec_a, op.conj_a, flag_b, scale, keep)
+            })?;
+        }
+        if let (true, Some(a)) = (self.active.b, &self.a) {
+            let scale = cot_scale(op.conj_b, op.alpha);
+            let flag_a = if op.conj_b.is_conj() {
+                op.conj_a
+            } else {
+                op.conj_a.flip()
+            };
+            let input = cbar_dtype.join(self.a_meta.dtype).join(coeff_kind(scale));
+            deposit(be, &mut into.b, &self.b_meta, input, |t, keep| {
+                be.contract(t, a, c_bar, &self.spec_b, flag_a, op.conj_b, scale, keep)
+            })?;
+        }
+        if let (true, Some(a), Some(b)) = (self.active.alpha, &self.a, &self.b) {
+            let dtype = self.a_meta.dtype.join(self.b_meta.dtype);
+            let mut ab = be.zeros(&self.c_meta.dims, dtype)?;
+            be.contract(
+                &mut ab,
+                a,
+                b,
+                &op.spec,
+                op.conj_a,
+                op.conj_b,
+                DynScalar::one(dtype),
+                DynScalar::zero(dtype),
+            )?;
+            deposit_coeff(&mut into.alpha, be.inner(&ab, c_bar)?, op.alpha);
+        }
+        if let (true, Some(c_old)) = (self.active.beta, &self.c_old) {
+            deposit_beta(be, &mut into.beta, c_old, c_bar, op.beta)?;
+        }
+        Ok(())
+    }
+}
