@@ -9,7 +9,6 @@ use crate::error::{Error, Result};
 use crate::host::{HostElement, HostTensor};
 use crate::scalar::RealScalar;
 
-
 /// A solution point: the inputs `x`, the solver's `y` and byproduct `z`, and the constant
 /// arguments, as the conditions see them.
 #[derive(Debug)]
@@ -100,7 +99,7 @@ where
 /// smooth conditions: a reference to test other sources against, never a production
 /// source. For complex data the steps are real, which gives the complex derivative when
 /// `c` is holomorphic. `c` returns the `m` conditions flattened in any fixed order.
-/// The maps report `‖c‖₂` at the point ([`LinearMaps::conditions_norm`]).
+/// The maps report `c` at the point ([`LinearMaps::conditions`]).
 pub struct FiniteDifferences<F> {
     c: F,
     step: Option<f64>,
@@ -137,18 +136,18 @@ where
     F: Fn(&Point<'_, Z, A>) -> Result<Vec<T>>,
 {
     fn linearize(&self, at: &Point<'_, Z, A>) -> Result<Box<dyn LinearMaps<T>>> {
-        let step = self
-            .step
-            .unwrap_or_else(|| super::eps::<T>().cbrt());
+        let step = self.step.unwrap_or_else(|| super::eps::<T>().cbrt());
         if !(step > 0.0 && step.is_finite()) {
-            return Err(Error::invalid("step", format!("{step} is not a positive finite number")));
+            return Err(Error::invalid(
+                "step",
+                format!("{step} is not a positive finite number"),
+            ));
         }
         let m = at.y.len();
         let c0 = (self.c)(at)?;
         if c0.len() != m {
             return Err(Error::shape("conditions c(x, y)", &[m], &[c0.len()]));
         }
-        let norm = c0.iter().map(|v| v.abs2().to_f64()).sum::<f64>().sqrt();
         let eval = |x: &[HostTensor], y: &HostTensor| -> Result<Vec<T>> {
             let c = (self.c)(&Point { x, y, ..*at })?;
             if c.len() != m {
@@ -169,14 +168,17 @@ where
         for i in 0..x.len() {
             for j in 0..x[i].len() {
                 let col = central_difference(&mut x, i, j, step, &|x| eval(x, at.y))?;
-                b.col_mut(offset + j).iter_mut().zip(col).for_each(|(d, s)| *d = s);
+                b.col_mut(offset + j)
+                    .iter_mut()
+                    .zip(col)
+                    .for_each(|(d, s)| *d = s);
             }
             offset += x[i].len();
         }
         Ok(Box::new(
             DenseMaps::new(a, b)?
                 .with_structure(self.structure)
-                .with_conditions_norm(norm),
+                .with_conditions(c0),
         ))
     }
 }
@@ -208,5 +210,9 @@ fn central_difference<T: ImplicitScalar>(
     set(tensors, v)?;
     let (plus, minus) = (plus?, minus?);
     let inv = T::from_f64(0.5 / h);
-    Ok(plus.iter().zip(&minus).map(|(&p, &q)| (p - q) * inv).collect())
+    Ok(plus
+        .iter()
+        .zip(&minus)
+        .map(|(&p, &q)| (p - q) * inv)
+        .collect())
 }

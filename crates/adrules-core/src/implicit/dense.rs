@@ -4,16 +4,19 @@
 use faer::linalg::solvers::{Llt, PartialPivLu, Solve};
 use faer::{Mat, Side};
 
-use super::{ImplicitScalar, eps};
 use super::maps::{block_mut, product};
 use super::solver::{Factorization, SolveStats, System, relative_residuals};
+use super::{ImplicitScalar, eps};
 use crate::error::{Error, Result};
 use crate::scalar::{RealScalar, Scalar};
 
 enum Kind<T: ImplicitScalar> {
     Lu(PartialPivLu<T>),
     /// the Cholesky factor of `A`, or of `−A` when `negate`
-    Cholesky { llt: Llt<T>, negate: bool },
+    Cholesky {
+        llt: Llt<T>,
+        negate: bool,
+    },
 }
 
 /// A dense factorization, with the matrix kept for the residuals.
@@ -41,7 +44,6 @@ fn max_abs<T: ImplicitScalar>(a: &Mat<T>) -> Result<f64> {
     Ok(max)
 }
 
-
 impl<T: ImplicitScalar> Dense<T> {
     /// LU with partial pivoting. `A` is declared singular when a pivot is at most
     /// `m·ε·max|A|` in modulus.
@@ -68,7 +70,9 @@ impl<T: ImplicitScalar> Dense<T> {
     }
 
     /// Cholesky of `A` (or of `−A` when `negate`), which must be Hermitian up to
-    /// `√ε·max|A|` and definite.
+    /// `√ε·max|A|` and definite. The factorization, the solves and the residuals use the
+    /// Hermitian part `(A + Aᴴ)/2` (which differs from `A` only by rounding or by the noise
+    /// of a finite-difference Jacobian).
     pub(crate) fn cholesky(a: Mat<T>, negate: bool) -> Result<Self> {
         let m = a.nrows();
         let tol = eps::<T>().sqrt() * max_abs(&a)?;
@@ -86,6 +90,8 @@ impl<T: ImplicitScalar> Dense<T> {
                 }
             }
         }
+        let half = T::from_f64(0.5);
+        let a = Mat::from_fn(m, m, |i, j| half * (a[(i, j)] + Scalar::conj(a[(j, i)])));
         let signed = if negate {
             Mat::from_fn(m, m, |i, j| -a[(i, j)])
         } else {

@@ -4,16 +4,17 @@
 use faer::Mat;
 
 use super::ImplicitScalar;
-use super::conditions::{Conditions, Point};
+use super::conditions::{Conditions, Point, typed};
 use super::maps::{LinearMaps, Structure};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A fixed point `y = T(x, y)`, as the conditions `c = T(x, y) − y`:
 /// `A = ∂T/∂y − I`, `B = ∂T/∂x` (Blondel et al. 2022, §2.1; JAXopt `fixed_point_iteration`
 /// with `implicit_diff`).
 ///
-/// The wrapped conditions give the linear maps of `T` (its Jacobians in `y` and `x`); their
-/// [`conditions_norm`](LinearMaps::conditions_norm), if any, should be `‖T(x, y) − y‖₂`.
+/// The wrapped conditions give the linear maps of `T` (its Jacobians in `y` and `x`); when
+/// they report values ([`LinearMaps::conditions`], the values of `T(x, y)`), the form
+/// reports the fixed-point residual `T(x, y) − y`.
 /// The tag of `A` follows from the tag of `∂T/∂y`: Hermitian stays Hermitian, negative
 /// definite stays negative definite, anything else is [`Structure::General`]; override it
 /// with [`FixedPoint::with_structure`] (for example [`Structure::NegativeDefinite`] when
@@ -53,13 +54,29 @@ where
             Structure::General => Structure::General,
             _ => Structure::Hermitian,
         });
-        Ok(Box::new(FixedPointMaps { inner, structure }))
+        let residual = match inner.conditions() {
+            Some(t) => {
+                let y = typed::<T>(at.y, "y")?;
+                if t.len() != y.len() {
+                    return Err(Error::shape("T(x, y)", &[y.len()], &[t.len()]));
+                }
+                Some(t.iter().zip(y).map(|(&t, &y)| t - y).collect())
+            }
+            None => None,
+        };
+        Ok(Box::new(FixedPointMaps {
+            inner,
+            structure,
+            residual,
+        }))
     }
 }
 
 struct FixedPointMaps<T: ImplicitScalar> {
     inner: Box<dyn LinearMaps<T>>,
     structure: Structure,
+    /// `T(x, y) − y`, when the inner source evaluated `T`
+    residual: Option<Vec<T>>,
 }
 
 fn subtract<T: ImplicitScalar>(out: &mut [T], v: &[T]) {
@@ -99,8 +116,8 @@ impl<T: ImplicitScalar> LinearMaps<T> for FixedPointMaps<T> {
         }
         Some(a)
     }
-    fn conditions_norm(&self) -> Option<f64> {
-        self.inner.conditions_norm()
+    fn conditions(&self) -> Option<&[T]> {
+        self.residual.as_deref()
     }
 }
 
@@ -153,7 +170,7 @@ impl<T: ImplicitScalar> LinearMaps<T> for Hessian<T> {
     fn dense_a(&self) -> Option<Mat<T>> {
         self.0.dense_a()
     }
-    fn conditions_norm(&self) -> Option<f64> {
-        self.0.conditions_norm()
+    fn conditions(&self) -> Option<&[T]> {
+        self.0.conditions()
     }
 }

@@ -121,6 +121,15 @@ where
                 &[maps.num_inputs()],
             ));
         }
+        if let Some(c) = maps.conditions()
+            && c.len() != y.len()
+        {
+            return Err(Error::shape(
+                "conditions: values c(x, y)",
+                &[y.len()],
+                &[c.len()],
+            ));
+        }
         let factorization = match self.linear_solver.factorize(&maps) {
             Ok(f) => Ok(f),
             Err(e) if self.on_failure == OnFailure::NanFill && numerical(&e) => Err(e),
@@ -129,7 +138,10 @@ where
         let lin = Linearization {
             inner: Arc::new(Inner {
                 y,
-                x_dims: x.iter().map(|t| t.dims().iter().copied().collect()).collect(),
+                x_dims: x
+                    .iter()
+                    .map(|t| t.dims().iter().copied().collect())
+                    .collect(),
                 maps,
                 factorization,
                 on_failure: self.on_failure,
@@ -258,7 +270,7 @@ impl<T: ImplicitScalar> Linearization<T> {
     /// `‖c(x, y, z, args)‖₂` at the solution, when the conditions' source evaluated it:
     /// check it, because implicit derivatives are those of an exact root.
     pub fn conditions_norm(&self) -> Option<f64> {
-        self.inner.maps.conditions_norm()
+        self.inner.maps.conditions().map(super::solver::norm)
     }
 
     fn num_inputs(&self) -> usize {

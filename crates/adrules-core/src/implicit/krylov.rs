@@ -41,7 +41,9 @@ impl<T: ImplicitScalar> Krylov<T> {
         }
         if self.ridge != T::zero() {
             // λ is real: (A + λI)ᴴ = Aᴴ + λI.
-            out.iter_mut().zip(v).for_each(|(o, &v)| *o += self.ridge * v);
+            out.iter_mut()
+                .zip(v)
+                .for_each(|(o, &v)| *o += self.ridge * v);
         }
         Ok(())
     }
@@ -98,7 +100,10 @@ impl<T: ImplicitScalar> Krylov<T> {
                 return Err(self.not_converged(iterations, beta / b_norm));
             }
             let inv = T::from_f64(1.0 / beta);
-            basis[..m].iter_mut().zip(&r).for_each(|(v, &r)| *v = r * inv);
+            basis[..m]
+                .iter_mut()
+                .zip(&r)
+                .for_each(|(v, &r)| *v = r * inv);
             g.fill(T::zero());
             g[0] = T::from_f64(beta);
             rotations.clear();
@@ -359,13 +364,7 @@ impl<T: ImplicitScalar> LinOp<T> for CgOperator<'_, T> {
     fn apply(&self, out: MatMut<'_, T>, rhs: MatRef<'_, T>, _par: Par, _stack: &mut MemStack) {
         self.apply_conj(out, rhs, false);
     }
-    fn conj_apply(
-        &self,
-        out: MatMut<'_, T>,
-        rhs: MatRef<'_, T>,
-        _par: Par,
-        _stack: &mut MemStack,
-    ) {
+    fn conj_apply(&self, out: MatMut<'_, T>, rhs: MatRef<'_, T>, _par: Par, _stack: &mut MemStack) {
         self.apply_conj(out, rhs, true);
     }
 }

@@ -114,12 +114,44 @@ pub trait LinearMaps<T: ImplicitScalar>: Send + Sync {
         None
     }
 
-    /// `‖c(x, y, z, args)‖₂` at the point, when the source evaluated the conditions there.
-    /// The rule reports it (see [`Linearization::conditions_norm`](super::Linearization::conditions_norm)):
-    /// implicit derivatives are those of an exact root, and a solver stopped early gives
-    /// wrong derivatives.
-    fn conditions_norm(&self) -> Option<f64> {
+    /// The values `c(x, y, z, args)` (length `m`) at the point, when the source evaluated
+    /// the conditions there. The rule reports their norm
+    /// ([`Linearization::conditions_norm`](super::Linearization::conditions_norm)): implicit
+    /// derivatives are those of an exact root, and a solver stopped early gives wrong
+    /// derivatives.
+    fn conditions(&self) -> Option<&[T]> {
         None
+    }
+}
+
+/// Boxed maps are maps (a closure may return `Box<dyn LinearMaps<T>>`).
+impl<T: ImplicitScalar, M: LinearMaps<T> + ?Sized> LinearMaps<T> for Box<M> {
+    fn num_unknowns(&self) -> usize {
+        (**self).num_unknowns()
+    }
+    fn num_inputs(&self) -> usize {
+        (**self).num_inputs()
+    }
+    fn structure(&self) -> Structure {
+        (**self).structure()
+    }
+    fn apply_a(&self, v: &[T], out: &mut [T], k: usize) -> Result<()> {
+        (**self).apply_a(v, out, k)
+    }
+    fn apply_a_adjoint(&self, u: &[T], out: &mut [T], k: usize) -> Result<()> {
+        (**self).apply_a_adjoint(u, out, k)
+    }
+    fn apply_b(&self, v: &[T], out: &mut [T], k: usize) -> Result<()> {
+        (**self).apply_b(v, out, k)
+    }
+    fn apply_b_adjoint(&self, u: &[T], out: &mut [T], k: usize) -> Result<()> {
+        (**self).apply_b_adjoint(u, out, k)
+    }
+    fn dense_a(&self) -> Option<Mat<T>> {
+        (**self).dense_a()
+    }
+    fn conditions(&self) -> Option<&[T]> {
+        (**self).conditions()
     }
 }
 
@@ -141,7 +173,7 @@ pub struct DenseMaps<T: ImplicitScalar> {
     a: Mat<T>,
     b: Mat<T>,
     structure: Structure,
-    conditions_norm: Option<f64>,
+    conditions: Option<Vec<T>>,
 }
 
 impl<T: ImplicitScalar> DenseMaps<T> {
@@ -155,13 +187,17 @@ impl<T: ImplicitScalar> DenseMaps<T> {
             return Err(Error::shape("A = ∂c/∂y", &[m, m], &[m, a.ncols()]));
         }
         if b.nrows() != m {
-            return Err(Error::shape("B = ∂c/∂x", &[m, b.ncols()], &[b.nrows(), b.ncols()]));
+            return Err(Error::shape(
+                "B = ∂c/∂x",
+                &[m, b.ncols()],
+                &[b.nrows(), b.ncols()],
+            ));
         }
         Ok(DenseMaps {
             a,
             b,
             structure: Structure::General,
-            conditions_norm: None,
+            conditions: None,
         })
     }
 
@@ -182,9 +218,9 @@ impl<T: ImplicitScalar> DenseMaps<T> {
         self
     }
 
-    /// Records `‖c(x, y, z, args)‖₂` at the point (see [`LinearMaps::conditions_norm`]).
-    pub fn with_conditions_norm(mut self, norm: f64) -> Self {
-        self.conditions_norm = Some(norm);
+    /// Records the values `c(x, y, z, args)` at the point (see [`LinearMaps::conditions`]).
+    pub fn with_conditions(mut self, values: Vec<T>) -> Self {
+        self.conditions = Some(values);
         self
     }
 
@@ -256,8 +292,8 @@ impl<T: ImplicitScalar> LinearMaps<T> for DenseMaps<T> {
     fn dense_a(&self) -> Option<Mat<T>> {
         Some(self.a.clone())
     }
-    fn conditions_norm(&self) -> Option<f64> {
-        self.conditions_norm
+    fn conditions(&self) -> Option<&[T]> {
+        self.conditions.as_deref()
     }
 }
 
@@ -280,7 +316,7 @@ pub struct FnMaps<T: ImplicitScalar> {
     b: VectorMap<T>,
     b_adjoint: VectorMap<T>,
     structure: Structure,
-    conditions_norm: Option<f64>,
+    conditions: Option<Vec<T>>,
 }
 
 impl<T: ImplicitScalar> FnMaps<T> {
@@ -301,7 +337,7 @@ impl<T: ImplicitScalar> FnMaps<T> {
             b: Box::new(b),
             b_adjoint: Box::new(b_adjoint),
             structure: Structure::General,
-            conditions_norm: None,
+            conditions: None,
         }
     }
 
@@ -322,7 +358,7 @@ impl<T: ImplicitScalar> FnMaps<T> {
             b: Box::new(b),
             b_adjoint: Box::new(b_adjoint),
             structure: Structure::Hermitian,
-            conditions_norm: None,
+            conditions: None,
         }
     }
 
@@ -333,9 +369,9 @@ impl<T: ImplicitScalar> FnMaps<T> {
         self
     }
 
-    /// Records `‖c(x, y, z, args)‖₂` at the point (see [`LinearMaps::conditions_norm`]).
-    pub fn with_conditions_norm(mut self, norm: f64) -> Self {
-        self.conditions_norm = Some(norm);
+    /// Records the values `c(x, y, z, args)` at the point (see [`LinearMaps::conditions`]).
+    pub fn with_conditions(mut self, values: Vec<T>) -> Self {
+        self.conditions = Some(values);
         self
     }
 }
@@ -372,7 +408,14 @@ impl<T: ImplicitScalar> LinearMaps<T> for FnMaps<T> {
         Ok(())
     }
     fn apply_a_adjoint(&self, u: &[T], out: &mut [T], k: usize) -> Result<()> {
-        columns(self.a_adjoint.as_ref().unwrap_or(&self.a), u, self.m, out, self.m, k);
+        columns(
+            self.a_adjoint.as_ref().unwrap_or(&self.a),
+            u,
+            self.m,
+            out,
+            self.m,
+            k,
+        );
         Ok(())
     }
     fn apply_b(&self, v: &[T], out: &mut [T], k: usize) -> Result<()> {
@@ -383,7 +426,7 @@ impl<T: ImplicitScalar> LinearMaps<T> for FnMaps<T> {
         columns(&self.b_adjoint, u, self.m, out, self.n, k);
         Ok(())
     }
-    fn conditions_norm(&self) -> Option<f64> {
-        self.conditions_norm
+    fn conditions(&self) -> Option<&[T]> {
+        self.conditions.as_deref()
     }
 }

@@ -204,7 +204,10 @@ impl SolverOptions {
 impl<T: ImplicitScalar> LinearSolver<T> for SolverOptions {
     fn factorize(&self, maps: &Arc<dyn LinearMaps<T>>) -> Result<Box<dyn Factorization<T>>> {
         if !self.ridge.is_finite() {
-            return Err(Error::invalid("ridge", format!("{} is not finite", self.ridge)));
+            return Err(Error::invalid(
+                "ridge",
+                format!("{} is not finite", self.ridge),
+            ));
         }
         let tolerance = self.tolerance.unwrap_or_else(default_tolerance::<T>);
         if !(tolerance > 0.0 && tolerance.is_finite()) {
