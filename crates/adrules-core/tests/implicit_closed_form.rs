@@ -23,6 +23,8 @@ use faer::Mat;
 use implicit_support::*;
 
 type P<'a> = Point<'a, f64, [HostTensor]>;
+/// `(∂c/∂y, ∂c/∂x)`
+type Jacobians = (Mat<f64>, Mat<f64>);
 type Solve = fn(&[HostTensor], &[HostTensor]) -> Result<(HostTensor, f64)>;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -51,7 +53,7 @@ struct Scenario {
     /// the conditions, or `T` of a fixed point, or `∇_y f` of a minimizer
     c: fn(&P) -> Result<Vec<f64>>,
     /// dense `(∂c/∂y, ∂c/∂x)` of `c` above
-    dense: fn(&P) -> Result<(Mat<f64>, Mat<f64>)>,
+    dense: fn(&P) -> Result<Jacobians>,
     /// matrix-free maps of `c` above
     maps: fn(&P) -> Result<FnMaps<f64>>,
     /// structure of the final `A`
@@ -274,6 +276,8 @@ fn t1d() -> Scenario {
 
 // ---------------------------------------------------------------- T3: A ≠ Aᵀ, B non-square
 
+// The note's printed (rounded) values are compared on purpose.
+#[allow(clippy::approx_constant)]
 fn t3() -> Scenario {
     let (r2, r3, r5) = (2f64.sqrt(), 3f64.sqrt(), 5f64.sqrt());
     let y = vec![-r3, -r2, -1.0, r5, 2.0, r3];

@@ -219,7 +219,7 @@ fn iteration_limit_gives_not_converged() {
         )
         .with_failure_policy(OnFailure::NanFill);
         let (lin, ()) = f.linearize(&x, &()).unwrap();
-        let t = lin.jvp_many(&[x.clone()], None).unwrap();
+        let t = lin.jvp_many(std::slice::from_ref(&x), None).unwrap();
         assert!(matches!(t.stats.failure, Some(Error::NotConverged { .. })));
         assert!(data::<f64>(&t.dy[0]).iter().all(|v| v.is_nan()));
     }
@@ -385,7 +385,9 @@ fn tangent_and_cotangent_mismatches() {
         .unwrap_err();
     assert!(matches!(e, Error::DTypeMismatch { .. }), "{e}");
     // guesses of the wrong length
-    let e = lin.jvp_many(&[x.clone()], Some(&[0.0; 2])).unwrap_err();
+    let e = lin
+        .jvp_many(std::slice::from_ref(&x), Some(&[0.0; 2]))
+        .unwrap_err();
     assert!(
         matches!(e, Error::ShapeMismatch { ref arg, .. } if arg == "guess"),
         "{e}"

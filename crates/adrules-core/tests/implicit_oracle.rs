@@ -309,7 +309,7 @@ fn zero_size_batches_have_empty_tangents_and_zero_cotangents() {
         tensor::<Complex64>(&[0, 5], vec![]),
     ];
     let f = ImplicitFunction::new(solve::<Complex64>, dense::<Complex64>);
-    let (y, (), t) = f.jvp(&x, &(), &[x.clone()]).unwrap();
+    let (y, (), t) = f.jvp(&x, &(), std::slice::from_ref(&x)).unwrap();
     assert_eq!(y.dims(), &[0, 5]);
     assert_eq!(t.dy[0].dims(), &[0, 5]);
     assert!(t.stats.residuals.iter().all(|&r| r == 0.0));

@@ -2,6 +2,8 @@
 //! one trait every source implements ([`LinearMaps`]), and two sources: dense Jacobians
 //! ([`DenseMaps`]) and user closures ([`FnMaps`]).
 
+use std::sync::Arc;
+
 use faer::{Accum, Mat, MatMut, MatRef};
 
 use super::ImplicitScalar;
@@ -124,36 +126,43 @@ pub trait LinearMaps<T: ImplicitScalar>: Send + Sync {
     }
 }
 
-/// Boxed maps are maps (a closure may return `Box<dyn LinearMaps<T>>`).
-impl<T: ImplicitScalar, M: LinearMaps<T> + ?Sized> LinearMaps<T> for Box<M> {
-    fn num_unknowns(&self) -> usize {
-        (**self).num_unknowns()
-    }
-    fn num_inputs(&self) -> usize {
-        (**self).num_inputs()
-    }
-    fn structure(&self) -> Structure {
-        (**self).structure()
-    }
-    fn apply_a(&self, v: &[T], out: &mut [T], k: usize) -> Result<()> {
-        (**self).apply_a(v, out, k)
-    }
-    fn apply_a_adjoint(&self, u: &[T], out: &mut [T], k: usize) -> Result<()> {
-        (**self).apply_a_adjoint(u, out, k)
-    }
-    fn apply_b(&self, v: &[T], out: &mut [T], k: usize) -> Result<()> {
-        (**self).apply_b(v, out, k)
-    }
-    fn apply_b_adjoint(&self, u: &[T], out: &mut [T], k: usize) -> Result<()> {
-        (**self).apply_b_adjoint(u, out, k)
-    }
-    fn dense_a(&self) -> Option<Mat<T>> {
-        (**self).dense_a()
-    }
-    fn conditions(&self) -> Option<&[T]> {
-        (**self).conditions()
-    }
+/// Boxed and shared maps are maps (a closure may return `Box<dyn LinearMaps<T>>`, or an
+/// `Arc` of maps it also keeps).
+macro_rules! forward_maps {
+    ($ptr:ident) => {
+        impl<T: ImplicitScalar, M: LinearMaps<T> + ?Sized> LinearMaps<T> for $ptr<M> {
+            fn num_unknowns(&self) -> usize {
+                (**self).num_unknowns()
+            }
+            fn num_inputs(&self) -> usize {
+                (**self).num_inputs()
+            }
+            fn structure(&self) -> Structure {
+                (**self).structure()
+            }
+            fn apply_a(&self, v: &[T], out: &mut [T], k: usize) -> Result<()> {
+                (**self).apply_a(v, out, k)
+            }
+            fn apply_a_adjoint(&self, u: &[T], out: &mut [T], k: usize) -> Result<()> {
+                (**self).apply_a_adjoint(u, out, k)
+            }
+            fn apply_b(&self, v: &[T], out: &mut [T], k: usize) -> Result<()> {
+                (**self).apply_b(v, out, k)
+            }
+            fn apply_b_adjoint(&self, u: &[T], out: &mut [T], k: usize) -> Result<()> {
+                (**self).apply_b_adjoint(u, out, k)
+            }
+            fn dense_a(&self) -> Option<Mat<T>> {
+                (**self).dense_a()
+            }
+            fn conditions(&self) -> Option<&[T]> {
+                (**self).conditions()
+            }
+        }
+    };
 }
+forward_maps!(Box);
+forward_maps!(Arc);
 
 /// Views a block of `k` vectors of length `len` as a column-major `len×k` matrix.
 pub(crate) fn block<T: ImplicitScalar>(data: &[T], len: usize, k: usize) -> MatRef<'_, T> {

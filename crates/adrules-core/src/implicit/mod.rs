@@ -29,6 +29,39 @@
 //!   [`Structure`] tag of `A` picks one under [`Method::Auto`].
 //! - Forms: [`FixedPoint`] (`y = T(x, y)`, `c = T − y`) and [`Argmin`] (`c = ∇_y f`).
 //!
+//! # Example
+//! `y = √x` elementwise, defined by `c = y⊙y − x` (`A = diag(2y)`, `B = −I`):
+//! ```
+//! use std::sync::Arc;
+//! use adrules_core::HostTensor;
+//! use adrules_core::implicit::{FnMaps, ImplicitFunction, Point};
+//!
+//! let solve = |x: &[HostTensor], _: &()| {
+//!     let y: Vec<f64> = x[0].as_slice::<f64>()?.iter().map(|v| v.sqrt()).collect();
+//!     Ok((HostTensor::from_vec(x[0].dims(), y)?, ()))
+//! };
+//! let conditions = |p: &Point<(), ()>| {
+//!     let y: Arc<[f64]> = p.y_data::<f64>()?.into();
+//!     let m = y.len();
+//!     Ok(FnMaps::hermitian(
+//!         m,
+//!         m,
+//!         move |v: &[f64], out: &mut [f64]| (0..m).for_each(|i| out[i] = 2.0 * y[i] * v[i]),
+//!         |v: &[f64], out: &mut [f64]| (0..v.len()).for_each(|i| out[i] = -v[i]),
+//!         |u: &[f64], out: &mut [f64]| (0..u.len()).for_each(|i| out[i] = -u[i]),
+//!     ))
+//! };
+//! let f = ImplicitFunction::new(solve, conditions);
+//! let x = [HostTensor::from_vec(&[2], vec![4.0, 9.0])?];
+//! let (y, (), pullback) = f.vjp(&x, &())?;
+//! let x_bar = pullback.vjp(&HostTensor::from_vec(&[2], vec![1.0, 1.0])?)?;
+//! let close = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(a, b)| (a - b).abs() < 1e-15);
+//! assert!(close(x_bar[0].as_slice::<f64>()?, &[0.25, 1.0 / 6.0])); // x̄ = Jᵀ·ȳ
+//! let dy = pullback.jvp(&[HostTensor::from_vec(&[2], vec![1.0, 0.0])?])?;
+//! assert!(close(dy.as_slice::<f64>()?, &[0.25, 0.0])); // dy = J·dx
+//! # Ok::<(), adrules_core::Error>(())
+//! ```
+//!
 //! # Flattening order
 //! `x` is a list of tensors of any shapes; the `n` input elements are each input flattened
 //! row-major (last axis fastest, [`HostTensor`](crate::HostTensor)'s order), the inputs
