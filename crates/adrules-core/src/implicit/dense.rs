@@ -81,9 +81,9 @@ impl<T: ImplicitScalar> Dense<T> {
                 let gap = (a[(i, j)] - Scalar::conj(a[(j, i)])).modulus().to_f64();
                 if gap > tol {
                     return Err(Error::invalid(
-                        ARG,
+                        "structure",
                         format!(
-                            "tagged definite (Cholesky) but not Hermitian: |A[{i},{j}] − \
+                            "A = ∂c/∂y is tagged definite (Cholesky) but not Hermitian: |A[{i},{j}] − \
                              conj(A[{j},{i}])| = {gap:e} > √ε·max|A| = {tol:e}"
                         ),
                     ));

@@ -178,7 +178,8 @@ where
     }
 }
 
-/// `true` for the failures of the linear algebra that [`OnFailure::NanFill`] replaces.
+/// `true` for the failures of the linear algebra that [`OnFailure::NanFill`] replaces
+/// (a singular or non-finite `A`, an iterative solver at its limit).
 fn numerical(e: &Error) -> bool {
     match e {
         Error::Singular { .. } | Error::NotConverged { .. } => true,

@@ -295,7 +295,9 @@ impl<T: ImplicitScalar> Factorization<T> for Krylov<T> {
             iterations = iterations.max(used);
         }
         let mut ax = vec![T::zero(); m * k];
-        self.apply(system, x, &mut ax, k)?;
+        if m > 0 && k > 0 {
+            self.apply(system, x, &mut ax, k)?;
+        }
         Ok(SolveStats {
             solver: if self.cg { "cg" } else { "gmres" },
             iterations,
