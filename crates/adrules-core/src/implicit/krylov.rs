@@ -64,7 +64,8 @@ impl<T: ImplicitScalar> Krylov<T> {
         }
     }
 
-    /// Restarted GMRES on one right-hand side; returns the iterations used.
+    /// Restarted GMRES on one right-hand side; returns the iterations used and the true
+    /// relative residual reached. `x` holds the initial guess when `warm`, else zeros.
     ///
     /// Each cycle builds an orthonormal Krylov basis `V` (classical Gram–Schmidt applied twice,
     /// which keeps it orthogonal to working precision), reduces the Hessenberg matrix to
@@ -72,12 +73,12 @@ impl<T: ImplicitScalar> Krylov<T> {
     /// least-squares residual `|g_{j+1}|` reaches the tolerance, the basis is full, or the
     /// Krylov space is invariant (breakdown). Convergence is then checked on the true
     /// residual. A zero diagonal entry of the triangular factor shows a singular `A`.
-    fn gmres(&self, system: System, b: &[T], x: &mut [T]) -> Result<usize> {
+    fn gmres(&self, system: System, b: &[T], x: &mut [T], warm: bool) -> Result<(usize, f64)> {
         let m = b.len();
         let b_norm = norm(b);
         if b_norm == 0.0 {
             x.fill(T::zero());
-            return Ok(0);
+            return Ok((0, 0.0));
         }
         let eps = super::eps::<T>();
         let target = self.tolerance * b_norm;
@@ -90,11 +91,15 @@ impl<T: ImplicitScalar> Krylov<T> {
         let mut w = vec![T::zero(); m];
         let mut r = vec![T::zero(); m];
         let mut iterations = 0;
-        self.residual(system, b, x, &mut r)?;
+        if warm {
+            self.residual(system, b, x, &mut r)?;
+        } else {
+            r.copy_from_slice(b);
+        }
         let mut beta = norm(&r);
         loop {
             if beta <= target {
-                return Ok(iterations);
+                return Ok((iterations, beta / b_norm));
             }
             if iterations >= self.max_iterations {
                 return Err(self.not_converged(iterations, beta / b_norm));
@@ -285,23 +290,30 @@ impl<T: ImplicitScalar> Factorization<T> for Krylov<T> {
             x.fill(T::zero());
         }
         let mut iterations = 0;
+        // GMRES ends on a true residual; CG's is recursive, so recompute it.
+        let mut residuals = Vec::with_capacity(k);
         for j in 0..k {
             let (b, xj) = (&rhs[j * m..(j + 1) * m], &mut x[j * m..(j + 1) * m]);
             let used = if self.cg {
                 self.cg(system, b, xj)?
             } else {
-                self.gmres(system, b, xj)?
+                let (used, residual) = self.gmres(system, b, xj, warm_start)?;
+                residuals.push(residual);
+                used
             };
             iterations = iterations.max(used);
         }
-        let mut ax = vec![T::zero(); m * k];
-        if m > 0 && k > 0 {
-            self.apply(system, x, &mut ax, k)?;
+        if self.cg {
+            let mut ax = vec![T::zero(); m * k];
+            if m > 0 && k > 0 {
+                self.apply(system, x, &mut ax, k)?;
+            }
+            residuals = relative_residuals(rhs, &ax, m, k);
         }
         Ok(SolveStats {
             solver: if self.cg { "cg" } else { "gmres" },
             iterations,
-            residuals: relative_residuals(rhs, &ax, m, k),
+            residuals,
             failure: None,
         })
     }
