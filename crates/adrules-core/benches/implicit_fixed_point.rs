@@ -3,11 +3,14 @@
 //! and 1000 iterations: time (criterion) and peak heap memory (a counting global allocator,
 //! printed before the timings).
 //!
-//! Both sides compute `y` by the same `K` iterations from `y₀ = 0` and the gradient of
-//! `L = ⟨g, y⟩` with respect to `x`, with the same kernel for every product with `W` or `Wᵀ`
-//! (a faer matrix-vector product):
-//! - unrolled: keeps the `K` iterates (the tape) and runs the reverse sweep
-//!   `s = ȳ⊙(1 − y_k²)`, `x̄ += s`, `ȳ ← Wᵀ·s`;
+//! Every method computes `y` by the same `K` iterations from `y₀ = 0` and the gradient of
+//! `L = ⟨g, y⟩` with respect to `x`:
+//! - unrolled (faer): keeps the `K` iterates (the tape) and runs the reverse sweep
+//!   `s = ȳ⊙(1 − y_k²)`, `x̄ += s`, `ȳ ← Wᵀ·s`, with the same faer matrix-vector product as
+//!   the implicit method (same kernel on both sides);
+//! - unrolled (rules): our own contraction rule step by step on the strided backend — each
+//!   step is `ContractOp::rrule` of `z = W·y + x` (`"ij,j->i"`, β = 1, `y` and `x` active)
+//!   followed by `tanh` on the host; the reverse sweep applies the recorded pullbacks;
 //! - implicit: runs the iterations without a tape, then the implicit pullback of the
 //!   [`FixedPoint`] form with matrix-free maps (`∂T/∂y·v = D·W·v`, `∂T/∂x·v = D·v`,
 //!   `D = diag(1 − y²)`), solved by GMRES (the automatic choice for m = 1000).
@@ -20,8 +23,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use adrules_core::HostTensor;
 use adrules_core::implicit::{FixedPoint, FnMaps, ImplicitFunction, Point};
+use adrules_core::rules::{Activity, ContractOp};
+use adrules_core::{ContractSpec, DType, HostTensor};
+use adrules_strided::{Strided, Tensor};
 use adrules_testing::Rng;
 use criterion::Criterion;
 use faer::{Accum, Mat, MatMut, MatRef};
@@ -123,6 +128,44 @@ fn unrolled(p: &Problem, iterations: usize) -> Vec<f64> {
     x_bar
 }
 
+/// Gradient through the unrolled iterations with the contraction rule on the strided backend.
+fn unrolled_rules(p: &Problem, w: &Tensor, iterations: usize) -> Vec<f64> {
+    let be = Strided;
+    let op = ContractOp::new(ContractSpec::from_labels("ij", "j", "i").expect("spec")).beta(1.0);
+    let active = Activity {
+        c: true,
+        b: true,
+        ..Activity::NONE
+    };
+    let x = Tensor::from_vec(&[N], p.x.clone()).expect("x");
+    let mut y = Tensor::zeros(&[N], DType::F64).expect("y");
+    let mut tape = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let mut z = x.clone();
+        let pullback = op.rrule(&be, &mut z, w, &y, active).expect("rrule");
+        let next: Vec<f64> = z
+            .to_vec::<f64>()
+            .expect("f64")
+            .iter()
+            .map(|v| v.tanh())
+            .collect();
+        y = Tensor::from_vec(&[N], next.clone()).expect("y");
+        tape.push((pullback, next));
+    }
+    let mut y_bar = p.g.clone();
+    let mut x_bar = vec![0.0; N];
+    for (pullback, y) in tape.iter().rev() {
+        let s: Vec<f64> = (0..N).map(|i| y_bar[i] * (1.0 - y[i] * y[i])).collect();
+        let c = pullback
+            .pullback(&Tensor::from_vec(&[N], s).expect("s"))
+            .expect("pullback");
+        let dx = c.c.expect("x̄").to_vec::<f64>().expect("f64");
+        x_bar.iter_mut().zip(dx).for_each(|(a, d)| *a += d);
+        y_bar = c.b.expect("ȳ").to_vec::<f64>().expect("f64");
+    }
+    x_bar
+}
+
 /// Gradient through the implicit rule (`K` iterations without a tape, then the pullback).
 fn implicit(p: &Problem, iterations: usize) -> (Vec<f64>, f64, usize) {
     let w = Arc::clone(&p.w);
@@ -188,27 +231,33 @@ fn peak_bytes<R>(f: impl FnOnce() -> R) -> (usize, R) {
     (PEAK.load(Ordering::Relaxed) - before, r)
 }
 
-fn memory_table(p: &Problem) {
+fn memory_table(p: &Problem, w: &Tensor) {
     println!("\nfixed point y = tanh(W·y + x), n = {N}: peak extra heap per gradient");
     println!(
-        "| iterations K | unrolled | implicit | ‖T(y_K) − y_K‖ | GMRES iterations | ‖x̄_implicit − x̄_unrolled‖/‖x̄_unrolled‖ |"
+        "| iterations K | unrolled (faer) | unrolled (rules) | implicit | ‖T(y_K) − y_K‖ | GMRES iterations | ‖x̄_implicit − x̄_unrolled‖/‖x̄_unrolled‖ | ‖x̄_rules − x̄_unrolled‖/‖x̄_unrolled‖ |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     for k in ITERATIONS {
         let (mem_u, xu) = peak_bytes(|| unrolled(p, k));
+        let (mem_r, xr) = peak_bytes(|| unrolled_rules(p, w, k));
         let (mem_i, (xi, residual, gmres)) = peak_bytes(|| implicit(p, k));
-        let diff = xu
-            .iter()
-            .zip(&xi)
-            .map(|(a, b)| (a - b) * (a - b))
-            .sum::<f64>()
-            .sqrt();
-        let norm = xu.iter().map(|a| a * a).sum::<f64>().sqrt();
+        let rel = |v: &[f64]| {
+            let diff = xu
+                .iter()
+                .zip(v)
+                .map(|(a, b)| (a - b) * (a - b))
+                .sum::<f64>()
+                .sqrt();
+            diff / xu.iter().map(|a| a * a).sum::<f64>().sqrt()
+        };
+        let kib = |b: usize| b as f64 / 1024.0;
         println!(
-            "| {k} | {:.1} KiB | {:.1} KiB | {residual:.1e} | {gmres} | {:.1e} |",
-            mem_u as f64 / 1024.0,
-            mem_i as f64 / 1024.0,
-            diff / norm
+            "| {k} | {:.1} KiB | {:.1} KiB | {:.1} KiB | {residual:.1e} | {gmres} | {:.1e} | {:.1e} |",
+            kib(mem_u),
+            kib(mem_r),
+            kib(mem_i),
+            rel(&xi),
+            rel(&xr)
         );
     }
     println!();
@@ -216,7 +265,14 @@ fn memory_table(p: &Problem) {
 
 fn main() {
     let p = Problem::new();
-    memory_table(&p);
+    let w = Tensor::from_vec(
+        &[N, N],
+        (0..N * N)
+            .map(|k| p.w[(k / N, k % N)])
+            .collect::<Vec<f64>>(),
+    )
+    .expect("W");
+    memory_table(&p, &w);
     let mut c = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
@@ -236,6 +292,9 @@ fn main() {
         });
         group.bench_function(format!("unrolled/{k}"), |b| {
             b.iter(|| black_box(unrolled(&p, k)))
+        });
+        group.bench_function(format!("unrolled_rules_strided/{k}"), |b| {
+            b.iter(|| black_box(unrolled_rules(&p, &w, k)))
         });
         group.bench_function(format!("implicit/{k}"), |b| {
             b.iter(|| black_box(implicit(&p, k)))
