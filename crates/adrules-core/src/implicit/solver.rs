@@ -25,14 +25,15 @@ pub enum System {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SolveStats {
     /// the solver that ran: `"lu"`, `"cholesky"`, `"gmres"`, `"cg"` for the built-in ones,
-    /// a user-defined name otherwise
+    /// a user-defined name otherwise, `"failed"` for NaN-filled results
     pub solver: &'static str,
-    /// iterations (matrix-vector products with `A`, restarts included) of the right-hand
-    /// side that needed the most; 0 for direct solvers
+    /// Krylov iterations (restarts included) of the right-hand side that needed the most;
+    /// 0 for direct solvers
     pub iterations: usize,
     /// for each right-hand side `r`, the true relative residual `‖r − op(A + λI)·x‖₂ / ‖r‖₂`
-    /// of the returned `x`, recomputed after the solve (the absolute residual when `r = 0`).
-    /// Implicit derivatives are only as accurate as these.
+    /// of the returned `x`, from a product with `A` after the solve, not a recursive estimate
+    /// (the absolute residual when `r = 0`; NaN for NaN-filled results). Implicit
+    /// derivatives are only as accurate as these.
     pub residuals: Vec<f64>,
     /// the failure that was replaced by NaN-filled results under
     /// [`OnFailure::NanFill`](super::OnFailure::NanFill); `None` on success
