@@ -2,7 +2,8 @@
 //!
 //! - `abc,bde,cdf->aef`, all dimensions 64, optimized order: the primal with the pooling
 //!   allocator (`adrules`) and with plain heap allocation (`adrules-heap`); the gradient for
-//!   every operand (`adrules-grad`: forward pass recording the pullback, then the pullback);
+//!   every operand (`adrules-grad`: forward pass recording the pullback, then the pullback;
+//!   `adrules-pullback`: the pullback alone, applied to a recorded forward pass);
 //!   the two bare faer GEMMs of the same plan, 4096×64·64×4096 and 4096×4096·4096×64
 //!   (`faer`, the floor of any TTGT evaluation).
 //! - `ij,jk,kl->il`, n = 1024: the primal with the pool, and two bare 1024³ faer GEMMs.
@@ -125,6 +126,21 @@ fn bench(c: &mut Criterion) {
                 })
             })
         });
+        let (c0, pb) = plan
+            .rrule_with(&be, &pool, &refs, &[true; 3])
+            .expect("runs");
+        g.bench_function(format!("adrules-pullback/{three} {threads}t"), |b| {
+            tp.install(|| {
+                b.iter(|| {
+                    let grads = pool.scope(|| pb.pullback(&cbar)).expect("runs");
+                    for g in grads.into_iter().flatten() {
+                        pool.free(black_box(g));
+                    }
+                })
+            })
+        });
+        drop(pb);
+        pool.free(c0);
         let mut floor = gemms(&[(4096, 64, 4096), (4096, 4096, 64)]);
         g.bench_function(format!("faer/{three} {threads}t"), |b| {
             tp.install(|| b.iter(&mut floor))

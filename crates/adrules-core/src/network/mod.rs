@@ -12,8 +12,8 @@
 //!    by an [`Optimizer`] of the omeco crate (the default for Einstein strings).
 //! 3. **Plan** ([`NetworkPlan::new`]): for fixed operand shapes, the network is validated
 //!    against the shapes and lowered to a sequence of primitive calls ([`Step`]): partial
-//!    traces first ([`Backend::trace`](crate::Backend::trace)), then one pairwise
-//!    [`Backend::contract`](crate::Backend::contract) per merge of the tree.
+//!    traces first ([`Backend::trace`]), then one pairwise
+//!    [`Backend::contract`] per merge of the tree.
 //! 4. **Execution**: [`NetworkPlan::execute`] (or `execute_with` an [`Allocator`], or
 //!    `execute_into` an existing tensor, BLAS-style), any number of times.
 //! 5. **Rules**: [`NetworkPlan::rrule`] returns the result and a [`NetworkPullback`] that
