@@ -13,6 +13,8 @@
 //! - [`error`]: the one [`Error`] type.
 //! - [`network`]: ncon / Einstein-string networks, contraction order, plans and their rules.
 //! - [`alloc`]: allocators for temporaries and the AD-safety rule they keep.
+//! - [`implicit`]: implicit differentiation of functions defined by conditions (roots,
+//!   fixed points, minimizers), with dense and matrix-free linear solvers.
 //!
 //! ## Conventions
 //! - Axes are 0-based. Permuting by `p`: output axis `m` is input axis `p[m]`.
@@ -31,6 +33,7 @@ pub mod backend;
 pub mod error;
 pub mod host;
 pub mod network;
+pub mod implicit;
 pub mod rules;
 pub mod scalar;
 pub mod spec;
