@@ -429,7 +429,7 @@ fn every_error_is_typed_and_names_its_argument() {
 fn ndarray_views_convert_without_copies() {
     let arr = Array2::from_shape_fn((4, 5), |(i, j)| (10 * i + j) as f64);
     let rev: ArrayView2<f64> = arr.slice(s![..;-1, 1..;2]);
-    let v = StridedView::from(rev.clone());
+    let v = StridedView::from(rev);
     assert_eq!(v.as_ptr(), rev.as_ptr());
     assert_eq!(v.dims(), rev.shape());
     assert_eq!(v.strides(), rev.strides());
