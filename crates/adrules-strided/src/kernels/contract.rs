@@ -427,23 +427,24 @@ pub(crate) fn contract_impl<TA: Element, TB: Element, TC: Element>(
     let same_a = TA::DTYPE == TC::DTYPE;
     let same_b = TB::DTYPE == TC::DTYPE;
     let (cost, [ms, ns, ks]) = plan(&m_axes, &n_axes, &k_axes, same_a, same_b);
-    if cost > 0 {
-        if let Some(batch) = batched(&m_axes, &n_axes, &k_axes, same_a, same_b) {
-            // SAFETY: a batch plan only exists when every operand is a matrix of its own dtype
-            // (TA = TB = TC) in each slice; C is exclusively borrowed.
-            unsafe {
-                run_batched(
-                    c,
-                    a.as_ptr().cast(),
-                    b.as_ptr().cast(),
-                    &batch,
-                    (conj_a, conj_b),
-                    alpha,
-                    beta,
-                )
-            };
-            return Ok(());
-        }
+    let batch = (cost > 0)
+        .then(|| batched(&m_axes, &n_axes, &k_axes, same_a, same_b))
+        .flatten();
+    if let Some(batch) = batch {
+        // SAFETY: a batch plan only exists when every operand is a matrix of its own dtype
+        // (TA = TB = TC) in each slice; C is exclusively borrowed.
+        unsafe {
+            run_batched(
+                c,
+                a.as_ptr().cast(),
+                b.as_ptr().cast(),
+                &batch,
+                (conj_a, conj_b),
+                alpha,
+                beta,
+            )
+        };
+        return Ok(());
     }
     let da_direct = if same_a { matrix(&ms, 0, &ks, 0) } else { None };
     let db_direct = if same_b { matrix(&ks, 1, &ns, 0) } else { None };
