@@ -4,13 +4,17 @@
 //! ratio to faer.
 //!
 //! Thread counts are set with a rayon pool installed around the measured closure; the
-//! backend and faer (`Par::rayon(0)`) both run on it.
+//! backend and faer (`Par::rayon(0)`) both run on it. The two are measured interleaved (each
+//! timed call of one follows an untimed call of the other), so that both see the same load on
+//! a shared machine and their ratio stays meaningful.
 
 use std::time::Duration;
 
+mod common;
+
 use adrules::strided::{Strided, Tensor};
 use adrules::{Backend, Complex64, Conj, ContractSpec, DType, DynScalar};
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
@@ -70,6 +74,7 @@ fn bench<T: BenchElement>(c: &mut Criterion, d: usize, threads: usize) {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(2))
+        .sampling_mode(SamplingMode::Flat)
         .throughput(Throughput::Elements(real_flops));
 
     let be = Strided;
@@ -77,29 +82,28 @@ fn bench<T: BenchElement>(c: &mut Criterion, d: usize, threads: usize) {
     let mut out = Tensor::zeros(&dims, T::DTYPE).expect("zeros");
     let spec = ContractSpec::from_labels("abcd", "cdef", "abef").expect("labels");
     let (one, zero) = (DynScalar::one(T::DTYPE), DynScalar::zero(T::DTYPE));
-    group.bench_function(BenchmarkId::new("adrules", &id), |bch| {
-        pool.install(|| {
-            bch.iter(|| {
-                be.contract(&mut out, &a, &b, &spec, Conj::No, Conj::No, one, zero)
-                    .expect("contract")
-            })
-        })
-    });
+    let mut ours = || {
+        be.contract(&mut out, &a, &b, &spec, Conj::No, Conj::No, one, zero)
+            .expect("contract")
+    };
 
     // The same GEMM on row-major m × k and k × n matrices, straight into faer.
     let (la, lb) = (T::vec(mnk * mnk, 1), T::vec(mnk * mnk, 2));
     let mut lc = T::vec(mnk * mnk, 3);
     let par = if threads > 1 { Par::rayon(0) } else { Par::Seq };
-    group.bench_function(BenchmarkId::new("faer", &id), |bch| {
-        pool.install(|| {
-            bch.iter(|| {
-                let lhs = MatRef::from_row_major_slice(&la, mnk, mnk);
-                let rhs = MatRef::from_row_major_slice(&lb, mnk, mnk);
-                let dst = MatMut::from_row_major_slice_mut(&mut lc, mnk, mnk);
-                matmul(dst, Accum::Replace, lhs, rhs, T::one(), par);
-            })
-        })
-    });
+    let mut faer_gemm = || {
+        let lhs = MatRef::from_row_major_slice(&la, mnk, mnk);
+        let rhs = MatRef::from_row_major_slice(&lb, mnk, mnk);
+        let dst = MatMut::from_row_major_slice_mut(&mut lc, mnk, mnk);
+        matmul(dst, Accum::Replace, lhs, rhs, T::one(), par);
+    };
+    common::paired(
+        &mut group,
+        &pool,
+        &id,
+        ("adrules", &mut ours),
+        ("faer", &mut faer_gemm),
+    );
     group.finish();
 }
 

@@ -1,13 +1,15 @@
 //! Hard permutations through the strided backend's permuted add (`α = 1`, `β = 0`, f64),
 //! beside `copy_from_slice` of the same bytes, in the same run, on one and two threads.
 //! `cargo xtask bench` reports GB/s counting bytes read plus bytes written (2 × the tensor),
-//! for both, and the ratio.
+//! for both, and the ratio. The two are measured interleaved, as in the `contract` bench.
 
 use std::time::Duration;
 
+mod common;
+
 use adrules::strided::{Strided, Tensor};
 use adrules::{Backend, Conj, DType, Permutation};
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 
 fn bench(c: &mut Criterion, name: &str, dims: &[usize], perm: &[usize], threads: usize) {
     let pool = rayon::ThreadPoolBuilder::new()
@@ -24,21 +26,23 @@ fn bench(c: &mut Criterion, name: &str, dims: &[usize], perm: &[usize], threads:
         .sample_size(10)
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(2))
+        .sampling_mode(SamplingMode::Flat)
         .throughput(Throughput::Bytes(2 * 8 * n as u64));
     let be = Strided;
-    group.bench_function(BenchmarkId::new("adrules", &id), |b| {
-        pool.install(|| {
-            b.iter(|| {
-                be.add(&mut out, &a, &p, Conj::No, 1.0.into(), 0.0.into())
-                    .expect("add")
-            })
-        })
-    });
+    let mut ours = || {
+        be.add(&mut out, &a, &p, Conj::No, 1.0.into(), 0.0.into())
+            .expect("add")
+    };
     let src: Vec<f64> = (0..n).map(|i| i as f64).collect();
     let mut dst = vec![0.0f64; n];
-    group.bench_function(BenchmarkId::new("memcpy", &id), |b| {
-        b.iter(|| dst.copy_from_slice(std::hint::black_box(&src)))
-    });
+    let mut memcpy = || dst.copy_from_slice(std::hint::black_box(&src));
+    common::paired(
+        &mut group,
+        &pool,
+        &id,
+        ("adrules", &mut ours),
+        ("memcpy", &mut memcpy),
+    );
     group.finish();
 }
 
