@@ -257,8 +257,10 @@ pub(crate) unsafe fn for_each<TA: Copy + Sync, TC: Copy + Send, O: Op<TA, TC>>(
         simd,
         bytes: size_of::<TA>() + size_of::<TC>(),
     };
+    // Up to 16 pieces per thread: work stealing then evens out threads that finish early or
+    // that the operating system deschedules on a shared machine.
     let pieces = if numel * plan.bytes >= 2 * GRAIN_BYTES {
-        4 * rayon::current_num_threads()
+        16 * rayon::current_num_threads()
     } else {
         1
     };
