@@ -201,12 +201,13 @@ fn pairs<'a>(
 }
 
 /// `cargo xtask bench [FILTER…]`: runs the criterion benches of the facade (`contract`,
-/// `permute`; arguments are passed to criterion, e.g. a filter regex), then prints markdown
-/// tables from criterion's estimates (median time per iteration).
+/// `permute`, `rules`, `networks`; arguments are passed to criterion, e.g. a filter regex),
+/// then prints markdown tables from criterion's estimates (median time per iteration).
 fn bench(args: &[String]) -> Result<(), String> {
     let mut cmd = cargo();
     cmd.args([
-        "bench", "-p", "adrules", "--bench", "contract", "--bench", "permute", "--",
+        "bench", "-p", "adrules", "--bench", "contract", "--bench", "permute", "--bench", "rules",
+        "--bench", "networks", "--",
     ])
     .args(args);
     run(cmd)?;
@@ -247,6 +248,71 @@ fn bench(args: &[String]) -> Result<(), String> {
             gbs(ours),
             gbs(copy),
             gbs(ours) / gbs(copy)
+        );
+    }
+
+    let find = |group: &str, function: &str, value: &str| {
+        all.iter()
+            .find(|e| e.group == group && e.function == function && e.value == value)
+            .map(|e| e.median_ns / 1e6)
+    };
+    let ms = |t: Option<f64>| t.map_or("–".to_string(), |t| format!("{t:.2} ms"));
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => format!("{:.2}", a / b),
+        _ => "–".to_string(),
+    };
+
+    println!("\n### Contraction rule: `abcd,cdef->abef`, f64, pullback vs primal\n");
+    println!(
+        "primal = `ContractOp::apply` into a fresh C; pullback = Ā and B̄ from C̄ (two GEMMs of \
+         the primal's size); ratio = pullback / primal, same run (goal ≤ 2.2).\n"
+    );
+    println!("| case | primal | pullback | accumulate | pullback with ᾱ | ratio |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    let mut cases: Vec<&str> = all
+        .iter()
+        .filter(|e| e.group == "rules" && e.function == "primal")
+        .map(|e| e.value.as_str())
+        .collect();
+    cases.sort();
+    for v in cases {
+        let (p, b) = (find("rules", "primal", v), find("rules", "pullback", v));
+        println!(
+            "| {v} | {} | {} | {} | {} | {} |",
+            ms(p),
+            ms(b),
+            ms(find("rules", "accumulate", v)),
+            ms(find("rules", "pullback_alpha", v)),
+            ratio(b, p)
+        );
+    }
+
+    println!("\n### Networks (f64, optimized order, pooled temporaries)\n");
+    println!(
+        "faer = the same pairwise GEMMs on pre-permuted matrices (the floor); gradient = \
+         forward + pullback of every operand; ratios against adrules' primal, same run.\n"
+    );
+    println!(
+        "| case | adrules | faer floor | ratio | heap allocator | gradient | gradient / primal |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let mut cases: Vec<&str> = all
+        .iter()
+        .filter(|e| e.group == "network")
+        .filter_map(|e| e.function.strip_prefix("adrules/"))
+        .collect();
+    cases.sort();
+    for case in cases {
+        let get = |f: &str| find("network", &format!("{f}/{case}"), "");
+        let p = get("adrules");
+        println!(
+            "| {case} | {} | {} | {} | {} | {} | {} |",
+            ms(p),
+            ms(get("faer")),
+            ratio(p, get("faer")),
+            ms(get("adrules-heap")),
+            ms(get("adrules-grad")),
+            ratio(get("adrules-grad"), p)
         );
     }
     Ok(())
