@@ -4,8 +4,35 @@
 //! whole tensor networks and implicit functions, written once over a backend trait and
 //! plugged into the engines Rust users already have.
 //!
-//! This facade re-exports [`adrules_core`] at the top level and, behind the default feature
-//! `strided`, the embedded CPU backend as [`strided`].
+//! This facade re-exports [`adrules_core`] at the top level and, behind features, the
+//! backends: the embedded strided CPU backend as `strided` (default feature `strided`) and the
+//! engine adapters as `candle`, `burn` and `dfdx` (features of the same names).
+//!
+//! # Example: a contraction and its pullback on the strided backend
+//! ```
+//! # #[cfg(feature = "strided")] {
+//! use adrules::rules::{Activity, ContractOp};
+//! use adrules::strided::{Strided, Tensor};
+//! use adrules::{Backend, ContractSpec, DType};
+//!
+//! let be = Strided;
+//! // C[i,k] = Σ_j A[i,j]·B[j,k]
+//! let op = ContractOp::new(ContractSpec::from_labels("ij", "jk", "ik")?);
+//! let a = Tensor::from_vec(&[2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+//! let b = Tensor::from_vec(&[3, 2], vec![1.0, 0.0, 0.0, 1.0, 1.0, 1.0])?;
+//! let mut c = be.zeros(&[2, 2], DType::F64)?;
+//! let pullback = op.rrule(&be, &mut c, &a, &b, Activity::OPERANDS)?;
+//! assert_eq!(c.to_vec::<f64>()?, [4.0, 5.0, 10.0, 11.0]);
+//!
+//! // Cotangents for C̄ = ones: Ā = C̄·Bᵀ (row sums of B), B̄ = Aᵀ·C̄ (column sums of A).
+//! let grads = pullback.pullback(&Tensor::from_vec(&[2, 2], vec![1.0; 4])?)?;
+//! let a_bar = grads.a.expect("A is active").to_vec::<f64>()?;
+//! let b_bar = grads.b.expect("B is active").to_vec::<f64>()?;
+//! assert_eq!(a_bar, [1.0, 1.0, 2.0, 1.0, 1.0, 2.0]);
+//! assert_eq!(b_bar, [5.0, 5.0, 7.0, 7.0, 9.0, 9.0]);
+//! # }
+//! # Ok::<(), adrules::Error>(())
+//! ```
 
 pub use adrules_core::*;
 
