@@ -6,11 +6,19 @@ use std::any::type_name;
 
 use adrules_core::{Dims, Error, Result};
 use adrules_strided::Tensor as Strided;
-use dfdx::prelude::{HasShape, Shape, Tensor, TensorFromVec};
+use dfdx::prelude::{HasShape, ReshapeTo, Shape, Tape, Tensor, TensorFromVec};
 use dfdx::tensor::Cpu;
 
 use crate::element::DfdxElement;
 use crate::error::from_dfdx;
+
+/// Makes `t` contiguous (a differentiable no-op when it already is), so that its data and
+/// its gradient buffer are row-major.
+pub(crate) fn contiguous<S: Shape, E: DfdxElement, T: Tape<E, Cpu>>(
+    t: Tensor<S, E, Cpu, T>,
+) -> Result<Tensor<S, E, Cpu, T>> {
+    t.try_contiguous().map_err(from_dfdx)
+}
 
 /// The dims of a dfdx shape.
 pub(crate) fn dims_of<S: Shape>(shape: &S) -> Dims {

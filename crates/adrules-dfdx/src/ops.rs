@@ -3,12 +3,12 @@
 use adrules_core::rules::{Activity, AddOp, ContractOp, Cotangents, TraceOp};
 use adrules_core::{DynScalar, Error, Result};
 use adrules_strided::{Strided, Tensor as StridedTensor};
-use dfdx::prelude::{HasShape, PutTape, ReshapeTo, Shape, SplitTape, Tape, Tensor};
+use dfdx::prelude::{HasShape, PutTape, Shape, SplitTape, Tape, Tensor};
 use dfdx::tensor::Cpu;
 
-use crate::bridge::{copy_in, copy_out, dims_of, shape_for};
+use crate::bridge::{contiguous, copy_in, copy_out, dims_of, shape_for};
 use crate::element::DfdxElement;
-use crate::error::{from_dfdx, report};
+use crate::error::report;
 use crate::record::{Keys, buffer};
 use crate::tape::JoinTape;
 
@@ -31,14 +31,6 @@ pub(crate) fn check_coefficients(alpha: DynScalar, beta: DynScalar) -> Result<()
         });
     }
     Ok(())
-}
-
-/// Makes `t` contiguous (a differentiable no-op when it already is), so that its data and
-/// its gradient buffer are row-major.
-fn contiguous<S: Shape, E: DfdxElement, T: Tape<E, Cpu>>(
-    t: Tensor<S, E, Cpu, T>,
-) -> Result<Tensor<S, E, Cpu, T>> {
-    t.try_contiguous().map_err(from_dfdx)
 }
 
 /// Permuted add `C = α·P_p(A)` (see [`AddOp`]; β must be 0), as a dfdx op: `C[I] =

@@ -5,8 +5,8 @@
 //! `Gradients::get_or_alloc_mut(&tensor_or_ghost)`. The ghost types are not nameable outside
 //! dfdx, so each key is captured in a closure ([`Buffer`]) that finds its buffer.
 
-use adrules_core::{Dims, Result};
-use adrules_strided::Tensor as Strided;
+use adrules_core::{Backend, Conj, Dims, DynScalar, Permutation, Result};
+use adrules_strided::{Strided as StridedBackend, Tensor as Strided};
 use dfdx::prelude::Gradients;
 use dfdx::tensor::{Cpu, CpuError};
 
@@ -77,4 +77,14 @@ fn operand<E: DfdxElement>(
         give_back(find(grads)?, t)?;
     }
     Ok(r?)
+}
+
+/// Adds a freshly computed cotangent `cot` into a lent gradient buffer `slot` (in place).
+pub(crate) fn add_fresh(slot: &mut Option<Strided>, cot: &Strided) -> Result<()> {
+    if let Some(buf) = slot {
+        let one = DynScalar::one(buf.dtype());
+        let id = Permutation::identity(buf.rank());
+        StridedBackend.add(buf, cot, &id, Conj::No, one, one)?;
+    }
+    Ok(())
 }
