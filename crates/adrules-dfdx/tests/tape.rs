@@ -625,3 +625,62 @@ fn backward_failures_are_typed_errors() {
     assert!(e.to_string().contains("output cotangent"), "{e}");
     assert!(adrules_dfdx::take_backward_error().is_none());
 }
+
+/// The backward pass lends dfdx's gradient buffers to the rules without copying: the
+/// operand's buffer (allocated before our op runs) and the output cotangent's buffer are the
+/// same allocations after it, and the operand's received the contribution in place.
+#[test]
+fn gradient_buffers_are_updated_in_place() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let dev: Cpu = Default::default();
+    let a: Tensor<Rank2<30, 40>, f64, Cpu> = dev.sample_normal();
+    let b: Tensor<Rank2<40, 50>, f64, Cpu> = dev.sample_normal();
+    let op = ContractOp::new(ContractSpec::from_labels("ij", "jk", "ik").unwrap());
+    let seen = Rc::new(Cell::new([0usize; 4]));
+    // Runs after our op (registered before it): where the buffers are then.
+    let (at, mut tape) = a.leaky_trace().split_tape();
+    let (ka, out_key) = (
+        a.clone(),
+        Rc::new(Cell::new(None::<Tensor<Rank2<30, 50>, f64, Cpu>>)),
+    );
+    let (seen_after, out_after) = (seen.clone(), out_key.clone());
+    tape.add_backward_op(move |g: &mut Gradients<f64, Cpu>| {
+        let mut s = seen_after.get();
+        s[2] = g.get_or_alloc_mut(&ka)?.as_ptr() as usize;
+        let out = out_after.take().unwrap();
+        s[3] = g.get_or_alloc_mut(&out)?.as_ptr() as usize;
+        seen_after.set(s);
+        Ok(())
+    });
+    let c: Traced<Rank2<30, 50>, f64> = contract(at.put_tape(tape), b.clone(), &op).unwrap();
+    // Runs before our op: allocate a's gradient with a marker, note both buffers.
+    let (c, mut tape) = c.split_tape();
+    out_key.set(Some(c.clone()));
+    let (ka, kc, seen_before) = (a.clone(), c.clone(), seen.clone());
+    tape.add_backward_op(move |g: &mut Gradients<f64, Cpu>| {
+        let buf = g.get_or_alloc_mut(&ka)?;
+        buf.fill(1.0);
+        let mut s = seen_before.get();
+        s[0] = buf.as_ptr() as usize;
+        s[1] = g.get_or_alloc_mut(&kc)?.as_ptr() as usize;
+        seen_before.set(s);
+        Ok(())
+    });
+    let w: Tensor<Rank2<30, 50>, f64, Cpu> = dev.sample_normal();
+    let g = try_backward((c.put_tape(tape) * w.clone()).sum()).unwrap();
+    let [a_before, c_before, a_after, c_after] = seen.get();
+    assert_eq!(a_before, a_after, "a's gradient buffer was replaced");
+    assert_eq!(
+        c_before, c_after,
+        "the output cotangent's buffer was replaced"
+    );
+    // The contribution was added to the marker: ā = 1 + W·bᵀ.
+    let want = w.matmul(b.permute::<Rank2<50, 40>, Axes2<1, 0>>()) + 1.0;
+    check(
+        Tolerance::for_dtype(DType::F64),
+        &host(&g.get(&a)),
+        &host(&want),
+        "accumulated gradient",
+    );
+}
