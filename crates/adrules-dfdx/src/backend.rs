@@ -5,8 +5,8 @@
 //! dfdx tensors have a static rank, while [`Backend::Tensor`] is one type for every rank, so
 //! [`DfdxTensor`] holds a dfdx tensor with run-time dims (`(usize, …)`) of each rank 0…6 and
 //! of each dtype in an enum. Every primitive copies its operands into the strided backend,
-//! runs the strided kernel and moves the result back into a dfdx tensor (the same
-//! [`bridge`](crate) functions the tape ops use): one copy of each operand read (and of C
+//! runs the strided kernel and moves the result back into a dfdx tensor (with the same
+//! copy-in and copy-out functions the tape ops use): one copy of each operand read (and of C
 //! when β ≠ 0), none of the result.
 
 use adrules_core::{
@@ -130,8 +130,8 @@ impl<E: DfdxElement> Ranked<E> {
             return Err(Error::shape("data", &[n], &[data.len()]));
         }
         with_rank!(dims.len(), S, wrap => {
-            let shape: S = shape_for(dims, "dims")?;
-            Ok(wrap(dev.try_tensor_from_vec(data, shape).map_err(from_dfdx)?))
+            let t = dev.try_tensor_from_vec(data, shape_for::<S>(dims, "dims")?);
+            Ok(wrap(t.map_err(from_dfdx)?))
         }, else Err(rank_error(dims.len())))
     }
 
@@ -159,8 +159,8 @@ impl<E: DfdxElement> Ranked<E> {
     pub fn from_tensor<S: Shape>(t: Tensor<S, E, Cpu>) -> Result<Self> {
         let dims = dims_of(t.shape());
         with_rank!(dims.len(), R, wrap => {
-            let shape: R = shape_for(&dims, "tensor")?;
-            Ok(wrap(t.try_reshape_like(&shape).map_err(from_dfdx)?))
+            let t = t.try_reshape_like(&shape_for::<R>(&dims, "tensor")?);
+            Ok(wrap(t.map_err(from_dfdx)?))
         }, else Err(rank_error(dims.len())))
     }
 
@@ -187,8 +187,7 @@ impl<E: DfdxElement> Ranked<E> {
     fn from_strided(dev: &Cpu, t: StridedTensor) -> Result<Self> {
         let dims: Dims = t.dims().iter().copied().collect();
         with_rank!(dims.len(), S, wrap => {
-            let shape: S = shape_for(&dims, "result")?;
-            Ok(wrap(copy_out(dev, t, shape)?))
+            Ok(wrap(copy_out(dev, t, shape_for::<S>(&dims, "result")?)?))
         }, else Err(rank_error(dims.len())))
     }
 

@@ -48,6 +48,7 @@ use crate::record::{Keys, add_fresh, buffer};
 /// the solver's `y`. The operands (and their tapes) are consumed, also on error. A failure
 /// of the backward pass (the adjoint solve, the maps) is reported as described in
 /// [`try_backward`](crate::try_backward).
+#[allow(clippy::type_complexity)] // a dfdx tensor and the byproduct, spelled out
 pub fn implicit<Out, E, X, Z, A, S, C>(
     f: &ImplicitFunction<E, Z, A, S, C>,
     x: X,

@@ -53,6 +53,8 @@ fn conditions<E: DfdxElement + adrules_core::implicit::ImplicitScalar>(
     ))
 }
 
+type Traced<S> = Tensor<S, f64, Cpu, OwnedTape<f64, Cpu>>;
+
 fn e<E: DfdxElement>(v: f64) -> E {
     <E as Scalar>::from_f64(v)
 }
@@ -122,7 +124,7 @@ fn operand_forms_and_tape_placements() {
     let f = ImplicitFunction::new(solver::<f64>, conditions::<f64>);
     let x: Tensor<(usize,), f64, Cpu> = dev.tensor_from_vec(vec![1.0, 4.0], (2,));
     let s: Tensor<(usize,), f64, Cpu> = dev.tensor_from_vec(vec![2.0], (1,));
-    let (y, _): (Tensor<(usize,), f64, Cpu, OwnedTape<f64, Cpu>>, _) =
+    let (y, _): (Traced<(usize,)>, _) =
         implicit(&f, vec![x.leaky_trace(), s.leaky_trace()], &()).unwrap();
     let g = try_backward(y.sum()).unwrap();
     let (gx, gs) = (g.get(&x).as_vec(), g.get(&s).as_vec());
@@ -167,8 +169,7 @@ fn errors_are_typed() {
         method: Method::Gmres,
         ..SolverOptions::default()
     });
-    let (y, _): (Tensor<Rank1<2>, f64, Cpu, OwnedTape<f64, Cpu>>, _) =
-        implicit(&f, (x, s.leaky_trace()), &()).unwrap();
+    let (y, _): (Traced<Rank1<2>>, _) = implicit(&f, (x, s.leaky_trace()), &()).unwrap();
     let e = try_backward(y.sum()).unwrap_err();
     assert!(
         matches!(e, Error::Singular { .. } | Error::NotConverged { .. }),

@@ -46,7 +46,7 @@ fn host<S: Shape, E: DfdxElement, T>(t: &Tensor<S, E, Cpu, T>) -> HostTensor {
 }
 
 /// `L = Σ W ⊙ C`, with dfdx's own ops (our full contraction when C has no elements: dfdx's
-/// elementwise kernels read one element of an empty tensor).
+/// `sum` indexes one element of an empty tensor and panics).
 fn weighted_sum<S: Shape, E: DfdxElement>(c: Traced<S, E>, w: Tensor<S, E, Cpu>) -> Traced<Rank0, E>
 where
     Cpu: Device<E>,
@@ -253,41 +253,69 @@ fn contract_gradients_match_rules_and_finite_differences() {
     contract_cases::<f64>();
 }
 
-/// The reference primal of a one-operand op.
-fn reference_unary(
-    apply: &dyn Fn(
-        &ReferenceBackend,
-        &mut <ReferenceBackend as Backend>::Tensor,
-        &<ReferenceBackend as Backend>::Tensor,
-    ) -> Result<()>,
-    out_dims: &[usize],
-    x: &[HostTensor],
-) -> Result<HostTensor> {
-    let be = ReferenceBackend;
-    let a = be.from_host(x[0].clone())?;
-    let mut c = be.zeros(out_dims, x[0].dtype())?;
-    apply(&be, &mut c, &a)?;
-    be.to_host(&c)
+/// A one-operand op under test.
+#[derive(Clone)]
+enum Unary {
+    Add(AddOp),
+    Trace(TraceOp),
 }
 
-/// One case of a one-operand op (`add` or `trace`), run through `run` on dfdx's tape.
+impl Unary {
+    fn out_dims(&self, a_dims: &[usize]) -> Vec<usize> {
+        match self {
+            Unary::Add(op) => op.perm.apply(a_dims).to_vec(),
+            Unary::Trace(op) => op.spec.output_dims(a_dims).unwrap().to_vec(),
+        }
+    }
+
+    /// The primal on any backend, into a fresh C of A's dtype.
+    fn primal<B: Backend>(&self, be: &B, x: &[HostTensor]) -> Result<HostTensor> {
+        let a = be.from_host(x[0].clone())?;
+        let mut c = be.zeros(&self.out_dims(x[0].dims()), x[0].dtype())?;
+        match self {
+            Unary::Add(op) => op.apply(be, &mut c, &a)?,
+            Unary::Trace(op) => op.apply(be, &mut c, &a)?,
+        }
+        be.to_host(&c)
+    }
+
+    /// The cotangent of A for the output cotangent `w`, by the rule on the strided backend.
+    fn pullback(&self, a: &HostTensor, w: &HostTensor) -> HostTensor {
+        let be = Strided;
+        let (sa, sw) = (
+            be.from_host(a.clone()).unwrap(),
+            be.from_host(w.clone()).unwrap(),
+        );
+        let mut c = be.zeros(w.dims(), a.dtype()).unwrap();
+        let only_a = Activity {
+            a: true,
+            ..Activity::NONE
+        };
+        let cot = match self {
+            Unary::Add(op) => op.rrule(&be, &mut c, &sa, only_a).unwrap().pullback(&sw),
+            Unary::Trace(op) => op.rrule(&be, &mut c, &sa, only_a).unwrap().pullback(&sw),
+        };
+        be.to_host(cot.unwrap().a.as_ref().unwrap()).unwrap()
+    }
+
+    /// The dfdx op.
+    fn run<Out: Shape, S: Shape, E: DfdxElement, T: Tape<E, Cpu>>(
+        &self,
+        a: Tensor<S, E, Cpu, T>,
+    ) -> Result<Tensor<Out, E, Cpu, T>> {
+        match self {
+            Unary::Add(op) => add(a, op),
+            Unary::Trace(op) => trace(a, op),
+        }
+    }
+}
+
+/// One case of a one-operand op: primal, gradient against the rule, finite differences.
 fn unary_case<Out: Shape, S: Shape, E: DfdxElement>(
     name: &str,
+    op: Unary,
     a_dims: &[usize],
-    out_dims: &[usize],
     seed: u64,
-    rule: &dyn Fn(
-        &Strided,
-        &adrules_strided::Tensor,
-        &adrules_strided::Tensor,
-    ) -> adrules_strided::Tensor,
-    apply: &dyn Fn(
-        &ReferenceBackend,
-        &mut <ReferenceBackend as Backend>::Tensor,
-        &<ReferenceBackend as Backend>::Tensor,
-    ) -> Result<()>,
-    run: &dyn Fn(Traced<S, E>) -> Result<Traced<Out, E>>,
-    run_untraced: &dyn Fn(Tensor<S, E, Cpu>) -> Result<Tensor<Out, E, Cpu>>,
 ) where
     Cpu: Device<E>,
 {
@@ -295,29 +323,24 @@ fn unary_case<Out: Shape, S: Shape, E: DfdxElement>(
     let mut rng = Rng::seed(seed);
     let dt = E::DTYPE;
     let ha = rng.tensor(a_dims, dt);
-    let hw = rng.tensor(out_dims, dt);
+    let hw = rng.tensor(&op.out_dims(a_dims), dt);
     let tol = Tolerance::for_dtype(dt);
-    let be = Strided;
-    let want_ga = be
-        .to_host(&rule(
-            &be,
-            &be.from_host(ha.clone()).unwrap(),
-            &be.from_host(hw.clone()).unwrap(),
-        ))
+    let want_ga = op.pullback(&ha, &hw);
+    let want_c = op
+        .primal(&ReferenceBackend, std::slice::from_ref(&ha))
         .unwrap();
-    let want_c = reference_unary(apply, out_dims, &[ha.clone()]).unwrap();
 
     let (a, w) = (tensor::<S, E>(&ha), tensor::<Out, E>(&hw));
-    let c = run(a.leaky_trace()).unwrap();
+    let c: Traced<Out, E> = op.run(a.leaky_trace()).unwrap();
     check(tol, &host(&c), &want_c, &format!("{name}: primal"));
     let g = try_backward(weighted_sum(c, w)).unwrap();
     let ga = host(&g.get(&a));
     check(tol, &ga, &want_ga, &format!("{name}: gradient"));
-    let c = run_untraced(a.clone()).unwrap();
+    let c: Tensor<Out, E, Cpu> = op.run(a.clone()).unwrap();
     check(tol, &host(&c), &want_c, &format!("{name}, no tape: primal"));
     fd_check(
         &name,
-        |x| reference_unary(apply, out_dims, x),
+        |x| op.primal(&ReferenceBackend, x),
         &[ha],
         &[ga],
         &hw,
@@ -333,33 +356,9 @@ fn add_case<Out: Shape, S: Shape, E: DfdxElement>(
 ) where
     Cpu: Device<E>,
 {
-    let p = Permutation::new(perm).unwrap();
-    let op = AddOp::new(p.clone()).alpha(Rng::seed(seed + 100).scalar(DType::F64));
-    let out_dims = p.apply(a_dims).to_vec();
-    unary_case::<Out, S, E>(
-        &format!("add {name}"),
-        a_dims,
-        &out_dims,
-        seed,
-        &|be, a, w| {
-            let mut c = be.zeros(&out_dims, E::DTYPE).unwrap();
-            let pb = op
-                .rrule(
-                    be,
-                    &mut c,
-                    a,
-                    Activity {
-                        a: true,
-                        ..Activity::NONE
-                    },
-                )
-                .unwrap();
-            pb.pullback(w).unwrap().a.unwrap()
-        },
-        &|be, c, a| op.apply(be, c, a),
-        &|a| add(a, &op),
-        &|a| add(a, &op),
-    );
+    let op =
+        AddOp::new(Permutation::new(perm).unwrap()).alpha(Rng::seed(seed + 100).scalar(DType::F64));
+    unary_case::<Out, S, E>(&format!("add {name}"), Unary::Add(op), a_dims, seed);
 }
 
 fn trace_case<Out: Shape, S: Shape, E: DfdxElement>(
@@ -371,31 +370,7 @@ fn trace_case<Out: Shape, S: Shape, E: DfdxElement>(
     Cpu: Device<E>,
 {
     let op = TraceOp::new(spec).alpha(Rng::seed(seed + 100).scalar(DType::F64));
-    let out_dims = op.spec.output_dims(a_dims).unwrap().to_vec();
-    unary_case::<Out, S, E>(
-        &format!("trace {name}"),
-        a_dims,
-        &out_dims,
-        seed,
-        &|be, a, w| {
-            let mut c = be.zeros(&out_dims, E::DTYPE).unwrap();
-            let pb = op
-                .rrule(
-                    be,
-                    &mut c,
-                    a,
-                    Activity {
-                        a: true,
-                        ..Activity::NONE
-                    },
-                )
-                .unwrap();
-            pb.pullback(w).unwrap().a.unwrap()
-        },
-        &|be, c, a| op.apply(be, c, a),
-        &|a| trace(a, &op),
-        &|a| trace(a, &op),
-    );
+    unary_case::<Out, S, E>(&format!("trace {name}"), Unary::Trace(op), a_dims, seed);
 }
 
 fn unary_cases<E: DfdxElement>()
