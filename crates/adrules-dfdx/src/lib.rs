@@ -7,6 +7,10 @@
 //! - [`add`], [`trace`], [`contract`]: permuted add, partial trace and pairwise contraction of
 //!   dfdx tensors, recorded on dfdx's tape. Forward and backward run the shared rules of
 //!   [`adrules_core::rules`] ([`AddOp`], [`TraceOp`], [`ContractOp`]) on the strided backend.
+//! - [`network`], [`ncon`], [`einsum`]: a whole tensor network (a prepared
+//!   [`NetworkPlan`](adrules_core::network::NetworkPlan), an ncon list or an Einstein string)
+//!   as **one** op; its backward pass is the network pullback of [`adrules_core::network`],
+//!   which gives every operand's cotangent at once.
 //! - [`implicit`]: an implicit function (a solver plus conditions) as one op; the backward
 //!   pass applies the implicit-function pullback of [`adrules_core::implicit`].
 //! - [`DfdxBackend`]: the core [`Backend`](adrules_core::Backend) on dfdx tensors of rank
@@ -61,6 +65,9 @@
 //!   the rule accumulates into them in place (`β = 1`): one contraction per operand of
 //!   [`contract`], one permuted add for [`add`], one diagonal update for [`trace`]. The
 //!   `gradient_buffers_are_updated_in_place` test checks the allocations are the same.
+//! - [`network`]: one copy of each operand in, the result moved out; the network pullback
+//!   keeps the intermediates its pairwise pullbacks read until the backward pass, which
+//!   allocates each operand's cotangent and adds it into the lent gradient buffer in place.
 //! - [`implicit`]: one host copy of each operand and one of `y` (the linearization keeps its
 //!   own) in the forward pass; one copy of `ȳ` to the host, and one in-place add per operand
 //!   of the fresh cotangent the rule returns, in the backward pass.
@@ -118,6 +125,7 @@ mod bridge;
 mod element;
 mod error;
 mod implicit;
+mod network;
 mod operands;
 mod ops;
 mod record;
@@ -130,6 +138,7 @@ pub use dfdx;
 pub use element::DfdxElement;
 pub use error::{from_dfdx, take_backward_error, try_backward};
 pub use implicit::implicit;
+pub use network::{einsum, ncon, network};
 pub use operands::Operands;
 pub use ops::{add, contract, trace};
 pub use tape::{JoinTape, JoinTapes};
