@@ -1,6 +1,8 @@
 //! The primitives as differentiable dfdx ops: [`add`], [`trace`], [`contract`].
 
-use adrules_core::rules::{Activity, AddOp, ContractOp, Cotangents, TraceOp};
+use adrules_core::rules::{
+    Activity, AddOp, AddPullback, ContractOp, Cotangents, TraceOp, TracePullback,
+};
 use adrules_core::{DynScalar, Error, Result};
 use adrules_strided::{Strided, Tensor as StridedTensor};
 use dfdx::prelude::{HasShape, PutTape, Shape, SplitTape, Tape, Tensor};
@@ -59,35 +61,8 @@ where
     if op.perm.len() != a_dims.len() {
         return Err(Error::rank("a", op.perm.len(), a_dims.len()));
     }
-    let out_dims = op.perm.apply(&a_dims);
-    let out_shape: Out = shape_for(&out_dims, "output")?;
-    unary(a, out_shape, |c, a, traced| {
-        let pullback = traced
-            .then(|| {
-                op.pullback_at(
-                    &Strided,
-                    c,
-                    a,
-                    Activity {
-                        a: true,
-                        ..Activity::NONE
-                    },
-                )
-            })
-            .transpose()?;
-        op.apply(&Strided, c, a)?;
-        Ok(pullback.map(|pb| {
-            move |c_bar: &StridedTensor, slot: &mut Option<StridedTensor>| {
-                let mut cot = Cotangents::<Strided> {
-                    a: slot.take(),
-                    ..Default::default()
-                };
-                let r = pb.accumulate(c_bar, &mut cot);
-                *slot = cot.a;
-                r
-            }
-        }))
-    })
+    let out_shape: Out = shape_for(&op.perm.apply(&a_dims), "output")?;
+    unary(a, out_shape, op)
 }
 
 /// Partial trace `C = α·P_p(tr_{q1,q2} A)` (see [`TraceSpec`](adrules_core::TraceSpec) and
@@ -108,33 +83,7 @@ where
     check_coefficients(op.alpha, op.beta)?;
     let out_dims = op.spec.output_dims(&dims_of(a.shape()))?;
     let out_shape: Out = shape_for(&out_dims, "output")?;
-    unary(a, out_shape, |c, a, traced| {
-        let pullback = traced
-            .then(|| {
-                op.pullback_at(
-                    &Strided,
-                    c,
-                    a,
-                    Activity {
-                        a: true,
-                        ..Activity::NONE
-                    },
-                )
-            })
-            .transpose()?;
-        op.apply(&Strided, c, a)?;
-        Ok(pullback.map(|pb| {
-            move |c_bar: &StridedTensor, slot: &mut Option<StridedTensor>| {
-                let mut cot = Cotangents::<Strided> {
-                    a: slot.take(),
-                    ..Default::default()
-                };
-                let r = pb.accumulate(c_bar, &mut cot);
-                *slot = cot.a;
-                r
-            }
-        }))
-    })
+    unary(a, out_shape, op)
 }
 
 /// Pairwise contraction `C = α·P_pAB(A·B)` (see [`ContractSpec`](adrules_core::ContractSpec)
@@ -179,17 +128,9 @@ where
     // One pullback per operand, so that each gradient buffer is lent on its own (an operand
     // passed twice then accumulates both contributions).
     let pullbacks = if traced {
-        let only_a = Activity {
-            a: true,
-            ..Activity::NONE
-        };
-        let only_b = Activity {
-            b: true,
-            ..Activity::NONE
-        };
         Some((
-            op.pullback_at(&Strided, &c, &sa, &sb, only_a)?,
-            op.pullback_at(&Strided, &c, &sa, &sb, only_b)?,
+            op.pullback_at(&Strided, &c, &sa, &sb, ONLY_A)?,
+            op.pullback_at(&Strided, &c, &sa, &sb, ONLY_B)?,
         ))
     } else {
         None
@@ -233,29 +174,88 @@ where
     Ok(out.put_tape(tape))
 }
 
-/// The common part of the one-operand ops: contiguity, copy in, `run` (which computes C
-/// into a fresh zero tensor, and returns the operand's cotangent accumulator when `traced`),
-/// copy out, recording.
-fn unary<Out, E, S, T, Acc>(
+/// The one-operand rules ([`AddOp`], [`TraceOp`]) seen uniformly.
+trait UnaryRule {
+    /// The rule's pullback type.
+    type Pullback: 'static;
+    /// The pullback at `(C, A)` for A's cotangent only.
+    fn pullback_at(&self, c: &StridedTensor, a: &StridedTensor) -> Result<Self::Pullback>;
+    /// The primal into `c`.
+    fn apply(&self, c: &mut StridedTensor, a: &StridedTensor) -> Result<()>;
+    /// Adds A's cotangent for `c_bar` into `into.a`.
+    fn accumulate(
+        pb: &Self::Pullback,
+        c_bar: &StridedTensor,
+        into: &mut Cotangents<Strided>,
+    ) -> Result<()>;
+}
+
+const ONLY_A: Activity = Activity {
+    a: true,
+    ..Activity::NONE
+};
+const ONLY_B: Activity = Activity {
+    b: true,
+    ..Activity::NONE
+};
+
+impl UnaryRule for AddOp {
+    type Pullback = AddPullback<Strided>;
+    fn pullback_at(&self, c: &StridedTensor, a: &StridedTensor) -> Result<Self::Pullback> {
+        AddOp::pullback_at(self, &Strided, c, a, ONLY_A)
+    }
+    fn apply(&self, c: &mut StridedTensor, a: &StridedTensor) -> Result<()> {
+        AddOp::apply(self, &Strided, c, a)
+    }
+    fn accumulate(
+        pb: &Self::Pullback,
+        c_bar: &StridedTensor,
+        into: &mut Cotangents<Strided>,
+    ) -> Result<()> {
+        pb.accumulate(c_bar, into)
+    }
+}
+
+impl UnaryRule for TraceOp {
+    type Pullback = TracePullback<Strided>;
+    fn pullback_at(&self, c: &StridedTensor, a: &StridedTensor) -> Result<Self::Pullback> {
+        TraceOp::pullback_at(self, &Strided, c, a, ONLY_A)
+    }
+    fn apply(&self, c: &mut StridedTensor, a: &StridedTensor) -> Result<()> {
+        TraceOp::apply(self, &Strided, c, a)
+    }
+    fn accumulate(
+        pb: &Self::Pullback,
+        c_bar: &StridedTensor,
+        into: &mut Cotangents<Strided>,
+    ) -> Result<()> {
+        pb.accumulate(c_bar, into)
+    }
+}
+
+/// The common part of the one-operand ops: contiguity, copy in, the rule (its pullback for
+/// A only when traced), copy out, recording.
+fn unary<Out, E, S, T, R>(
     a: Tensor<S, E, Cpu, T>,
     out_shape: Out,
-    run: impl FnOnce(&mut StridedTensor, &StridedTensor, bool) -> Result<Option<Acc>>,
+    op: &R,
 ) -> Result<Tensor<Out, E, Cpu, T>>
 where
     Out: Shape,
     E: DfdxElement,
     S: Shape,
     T: Tape<E, Cpu>,
-    Acc: Fn(&StridedTensor, &mut Option<StridedTensor>) -> Result<()> + 'static,
+    R: UnaryRule,
 {
     let (a, mut tape) = contiguous(a)?.split_tape();
     let out_dims = dims_of(&out_shape);
     let sa = copy_in(&a)?;
     let mut c = StridedTensor::zeros(&out_dims, E::DTYPE)?;
-    let acc = run(&mut c, &sa, T::OWNS_TAPE)?;
+    let pullback = T::OWNS_TAPE.then(|| op.pullback_at(&c, &sa)).transpose()?;
+    op.apply(&mut c, &sa)?;
     drop(sa);
     let out: Tensor<Out, E, Cpu> = copy_out(a.device(), c, out_shape)?;
-    if let Some(acc) = acc {
+    if let Some(pullback) = pullback {
         let (ga, gc) = (a.ghost(), out.ghost());
         let keys = Keys {
             out: buffer(move |g| Ok(&mut **g.get_or_alloc_mut(&gc)?)),
@@ -266,7 +266,15 @@ where
             )],
         };
         tape.add_backward_op(move |grads| {
-            report(keys.backward(grads, |c_bar, _, slot| acc(c_bar, slot)))
+            report(keys.backward(grads, |c_bar, _, slot| {
+                let mut cot = Cotangents::<Strided> {
+                    a: slot.take(),
+                    ..Default::default()
+                };
+                let r = R::accumulate(&pullback, c_bar, &mut cot);
+                *slot = cot.a;
+                r
+            }))
         });
     }
     Ok(out.put_tape(tape))
