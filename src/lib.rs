@@ -39,3 +39,8 @@ pub use adrules_core::*;
 /// The embedded strided CPU backend (feature `strided`, on by default).
 #[cfg(feature = "strided")]
 pub use adrules_strided as strided;
+
+/// The dfdx adapter (feature `dfdx`): the rules as dfdx tape ops, and the core backend on
+/// dfdx tensors.
+#[cfg(feature = "dfdx")]
+pub use adrules_dfdx as dfdx;

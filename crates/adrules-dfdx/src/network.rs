@@ -1,0 +1,140 @@
+//! Networks (ncon lists, Einstein strings, prepared plans) as one dfdx op: [`network`],
+//! [`ncon`], [`einsum`].
+
+use adrules_core::network::{Network, NetworkPlan, Order};
+use adrules_core::{Error, Result};
+use adrules_strided::{Strided, Tensor as StridedTensor};
+use dfdx::prelude::{PutTape, Shape, Tape, Tensor};
+use dfdx::tensor::Cpu;
+
+use crate::bridge::{copy_out, shape_for};
+use crate::element::DfdxElement;
+use crate::error::report;
+use crate::operands::Operands;
+use crate::record::{Keys, add_fresh, buffer};
+
+/// Contracts the operands as the prepared network `plan`, as **one** op on dfdx's tape.
+///
+/// The forward pass runs the plan (partial traces, then one pairwise contraction per merge of
+/// its tree) on host copies of the operands; with a tape it runs
+/// [`NetworkPlan::rrule`], whose pullback keeps the intermediates it reads. The backward pass
+/// applies that pullback once ([`NetworkPullback::pullback`](adrules_core::network::NetworkPullback::pullback):
+/// the pairwise pullbacks in reverse order) and adds every operand's cotangent into its
+/// gradient. As with dfdx's own ops, every operand receives a gradient when the result is
+/// traced (an operand passed twice receives both contributions).
+///
+/// `operands`: any [`Operands`] (a tuple of dfdx tensors of any shapes and tapes, or a
+/// `Vec`); the result, of shape type `Out`, carries their joined tape. Conjugation flags of
+/// the network are no-ops on real data.
+///
+/// Costs: one copy of each operand in; the result moved out; the pullback's intermediates
+/// (one tensor per step whose cotangent is needed) held until the backward pass; the
+/// backward pass allocates each operand's cotangent and adds it into dfdx's gradient buffer
+/// in place (no copy of the buffers).
+///
+/// # Errors
+/// Checked before any copy or computation: [`Error::CountMismatch`] (`"operands"`) for a
+/// wrong number of operands, [`Error::ShapeMismatch`] (`"operand k"`) for a shape other than
+/// the planned one, [`Error::RankMismatch`] / [`Error::InvalidArgument`] when `Out` does not
+/// fit the plan's output. On error the operands (moved in) and their tapes are dropped, as
+/// with dfdx's own `try_*` ops.
+pub fn network<Out, E, X>(plan: &NetworkPlan, operands: X) -> Result<Tensor<Out, E, Cpu, X::Tape>>
+where
+    Out: Shape,
+    E: DfdxElement,
+    X: Operands<E>,
+{
+    let dims = operands.dims();
+    if dims.len() != plan.num_operands() {
+        return Err(Error::CountMismatch {
+            arg: "operands".into(),
+            expected: plan.num_operands(),
+            actual: dims.len(),
+        });
+    }
+    for (k, d) in dims.iter().enumerate() {
+        let planned = plan.operand_dims(k).unwrap_or_default();
+        if planned != d.as_slice() {
+            return Err(Error::shape(format!("operand {k}"), planned, d));
+        }
+    }
+    let out_shape: Out = shape_for(plan.output_dims(), "output")?;
+    let xs = operands.collect()?;
+    let mut tape = xs.tape;
+    let inputs: Vec<StridedTensor> = xs.data.into_iter().map(StridedTensor::from_host).collect();
+    let refs: Vec<&StridedTensor> = inputs.iter().collect();
+    if !<X::Tape as Tape<E, Cpu>>::OWNS_TAPE {
+        let c = plan.execute(&Strided, &refs)?;
+        drop(inputs);
+        return Ok(copy_out(&xs.device, c, out_shape)?.put_tape(tape));
+    }
+    let (c, pullback) = plan.rrule(&Strided, &refs, &vec![true; refs.len()])?;
+    drop(inputs); // the pullback keeps its own handles of what it reads
+    let out: Tensor<Out, E, Cpu> = copy_out(&xs.device, c, out_shape)?;
+    let ghost = out.ghost();
+    let keys = Keys {
+        out: buffer(move |g| Ok(&mut **g.get_or_alloc_mut(&ghost)?)),
+        out_dims: plan.output_dims().iter().copied().collect(),
+        operands: xs.keys,
+    };
+    tape.add_backward_op(move |grads| {
+        let mut x_bar: Option<Vec<Option<StridedTensor>>> = None;
+        report(keys.backward(grads, |c_bar, k, slot| {
+            if x_bar.is_none() {
+                x_bar = Some(pullback.pullback(c_bar)?);
+            }
+            match x_bar.as_ref().and_then(|x| x.get(k)) {
+                Some(Some(cot)) => add_fresh(slot, cot),
+                _ => Ok(()),
+            }
+        }))
+    });
+    Ok(out.put_tape(tape))
+}
+
+/// Contracts the operands as the ncon network `indices` (see
+/// [`Network::ncon`](adrules_core::network::Network::ncon): positive labels contracted,
+/// negative labels open, the output ordered `−1, −2, …`), in the ncon order, as one dfdx op
+/// (see [`network`]). Plans on every call: build a [`NetworkPlan`] and call [`network`] to
+/// plan once.
+///
+/// # Errors
+/// The errors of [`Network::ncon`](adrules_core::network::Network::ncon) and
+/// [`NetworkPlan::new`] (labels, operand count, ranks, mismatched dimensions), and those of
+/// [`network`].
+pub fn ncon<Out, E, X, I>(indices: &[I], operands: X) -> Result<Tensor<Out, E, Cpu, X::Tape>>
+where
+    Out: Shape,
+    E: DfdxElement,
+    X: Operands<E>,
+    I: AsRef<[i64]>,
+{
+    let plan = NetworkPlan::new(
+        &Network::ncon(indices, None)?,
+        &operands.dims(),
+        &Order::Default,
+    )?;
+    network(&plan, operands)
+}
+
+/// Contracts the operands as the Einstein string `subscripts` (see
+/// [`Network::einsum`](adrules_core::network::Network::einsum), explicit output required,
+/// e.g. `"bij,jk,kl->bil"`) in an optimized order, as one dfdx op (see [`network`]). Plans
+/// on every call: build a [`NetworkPlan`] and call [`network`] to plan once.
+///
+/// # Errors
+/// The errors of [`Network::einsum`](adrules_core::network::Network::einsum) and
+/// [`NetworkPlan::new`], and those of [`network`].
+pub fn einsum<Out, E, X>(subscripts: &str, operands: X) -> Result<Tensor<Out, E, Cpu, X::Tape>>
+where
+    Out: Shape,
+    E: DfdxElement,
+    X: Operands<E>,
+{
+    let plan = NetworkPlan::new(
+        &Network::einsum(subscripts)?,
+        &operands.dims(),
+        &Order::Default,
+    )?;
+    network(&plan, operands)
+}
