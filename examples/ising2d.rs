@@ -36,6 +36,9 @@ enum Precision {
 enum BackendChoice {
     /// the embedded strided CPU backend
     Strided,
+    /// dfdx tensors (feature `dfdx`; rank ≤ 6, so width ≤ 4)
+    #[cfg(feature = "dfdx")]
+    Dfdx,
 }
 
 /// 2D Ising model on a periodic strip: free energy, energy and specific heat by automatic
@@ -93,6 +96,18 @@ fn temperatures(args: &Args) -> std::result::Result<Vec<f64>, String> {
         .collect())
 }
 
+/// The sweep on `be` in the precision asked for.
+fn sweep_in<B>(be: B, args: &Args, temps: &[f64]) -> Result<(Vec<Point>, Timings)>
+where
+    B: Backend + Send + Sync + 'static,
+    B::Tensor: Send + Sync,
+{
+    match args.precision {
+        Precision::F64 => sweep::<f64, _>(be, args, temps),
+        Precision::F32 => sweep::<f32, _>(be, args, temps),
+    }
+}
+
 fn sweep<T: Real, B>(be: B, args: &Args, temps: &[f64]) -> Result<(Vec<Point>, Timings)>
 where
     B: Backend + Send + Sync + 'static,
@@ -134,12 +149,10 @@ fn main() {
 fn run(args: &Args) -> std::result::Result<(), String> {
     let temps = temperatures(args)?;
     let wall = Instant::now();
-    let be = match args.backend {
-        BackendChoice::Strided => adrules::strided::Strided,
-    };
-    let (points, timings) = match args.precision {
-        Precision::F64 => sweep::<f64, _>(be, args, &temps),
-        Precision::F32 => sweep::<f32, _>(be, args, &temps),
+    let (points, timings) = match args.backend {
+        BackendChoice::Strided => sweep_in(adrules::strided::Strided, args, &temps),
+        #[cfg(feature = "dfdx")]
+        BackendChoice::Dfdx => sweep_in(adrules::dfdx::DfdxBackend::default(), args, &temps),
     }
     .map_err(|e| e.to_string())?;
     let elapsed = wall.elapsed();
