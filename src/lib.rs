@@ -5,10 +5,15 @@
 //! plugged into the engines Rust users already have.
 //!
 //! This facade re-exports [`adrules_core`] at the top level and, behind the default feature
-//! `strided`, the embedded CPU backend as [`strided`].
+//! `strided`, the embedded CPU backend as [`strided`]; behind the feature `candle`, the
+//! candle adapter as `candle`.
 
 pub use adrules_core::*;
 
 /// The embedded strided CPU backend (feature `strided`, on by default).
 #[cfg(feature = "strided")]
 pub use adrules_strided as strided;
+
+/// The candle adapter: the rules as candle custom ops (feature `candle`).
+#[cfg(feature = "candle")]
+pub use adrules_candle as candle;
