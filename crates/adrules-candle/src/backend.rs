@@ -1,11 +1,11 @@
 //! [`CandleBackend`]: the core [`Backend`] trait on candle tensors, so that every shared rule
 //! (pullbacks, pushforwards, networks, implicit functions) runs on any candle device.
 
-use adrules_core::{
-    Backend, Conj, ContractSpec, DType, Dims, DynScalar, Error, HostData, HostTensor,
-    Permutation, Result, TraceSpec,
-};
 use adrules_core::rules::{AddOp, ContractOp, TraceOp};
+use adrules_core::{
+    Backend, Conj, ContractSpec, DType, Dims, DynScalar, Error, HostData, HostTensor, Permutation,
+    Result, TraceSpec,
+};
 use candle_core::{Device, Tensor};
 
 use crate::convert::{NAME, candle_dtype, check_device, from_candle, tensor_dtype, unsupported};
