@@ -121,8 +121,13 @@ impl Backend for CandleBackend {
         }
     }
 
+    /// A stride-0 broadcast of a single zero: O(1) memory. The rules only ever replace such
+    /// a tensor (β = 0) or read it, so no dense buffer of zeros is allocated for a fresh
+    /// cotangent or output.
     fn zeros(&self, dims: &[usize], dtype: DType) -> Result<Tensor> {
-        Tensor::zeros(dims, candle_dtype(dtype)?, &self.device).map_err(from_candle)
+        Tensor::zeros((), candle_dtype(dtype)?, &self.device)
+            .and_then(|z| z.broadcast_as(dims))
+            .map_err(from_candle)
     }
 
     fn to_host(&self, t: &Tensor) -> Result<HostTensor> {
