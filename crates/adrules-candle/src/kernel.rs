@@ -9,8 +9,9 @@
 //!   diagonal has stride `stride[q1[k]] + stride[q2[k]]`), summed by one `reduce_op`;
 //! - contraction: TTGT (transpose–transpose–GEMM–transpose). An operand is passed to the GEMM
 //!   as it is when its axes, in `(open, contracted)` or `(contracted, open)` order, are already
-//!   row-major contiguous (a plain or a transposed matrix); otherwise it is copied once. The
-//!   output is permuted (with `α` fused into that pass) only when `perm_ab` is not the
+//!   row-major contiguous (a plain or a transposed matrix); otherwise it is copied once. When
+//!   the output order is `(open_b…, open_a…)` the GEMM computes `Cᵀ = Bᵀ·Aᵀ` directly;
+//!   otherwise the output is permuted (with `α` fused into that pass) unless `perm_ab` is the
 //!   identity.
 //!
 //! Mixed dtypes are cast to the computation dtype first (a contiguous copy).
@@ -198,16 +199,36 @@ pub(crate) fn contract<S: Storage>(
     if m == 0 || n == 0 || k == 0 {
         return zeros(a.storage(), perm.apply(&inter).to_vec(), dtype);
     }
-    let a = matrix(a, spec.open_a(), spec.contr_a(), m, k)?;
-    let b = matrix(b, spec.contr_b(), spec.open_b(), k, n)?;
-    let ab = a
-        .storage()
-        .matmul(b.storage(), (1, m, n, k), &a.layout, &b.layout)?;
     let lo = Layout::contiguous(inter).permute(perm.as_slice())?;
     let shape = lo.shape().clone();
-    if perm.is_identity() && alpha == 1.0 {
-        Ok((ab, shape))
+    let (na, nb) = (spec.open_a().len(), spec.open_b().len());
+    // Output order (open_b…, open_a…): compute Cᵀ = Bᵀ·Aᵀ, which is already in that order.
+    let swapped = na > 0 && nb > 0 && {
+        let p = perm.as_slice();
+        (0..nb).all(|i| p[i] == na + i) && (0..na).all(|i| p[nb + i] == i)
+    };
+    let out = if swapped {
+        let bt = matrix(b, spec.open_b(), spec.contr_b(), n, k)?;
+        let at = matrix(a, spec.contr_a(), spec.open_a(), k, m)?;
+        let ba = bt
+            .storage()
+            .matmul(at.storage(), (1, n, m, k), &bt.layout, &at.layout)?;
+        if alpha == 1.0 {
+            ba
+        } else {
+            ba.affine(&Layout::contiguous(shape.clone()), alpha, 0.0)?
+        }
     } else {
-        Ok((scaled_copy(&ab, &lo, alpha)?, shape))
-    }
+        let a = matrix(a, spec.open_a(), spec.contr_a(), m, k)?;
+        let b = matrix(b, spec.contr_b(), spec.open_b(), k, n)?;
+        let ab = a
+            .storage()
+            .matmul(b.storage(), (1, m, n, k), &a.layout, &b.layout)?;
+        if perm.is_identity() && alpha == 1.0 {
+            ab
+        } else {
+            scaled_copy(&ab, &lo, alpha)?
+        }
+    };
+    Ok((out, shape))
 }

@@ -245,6 +245,16 @@ fn cases(rng: &mut Rng) -> Vec<Case> {
             vec![4],
         ),
         Case::Contract(
+            ContractOp::new(ContractSpec::from_labels("abc", "cd", "dab").unwrap()).alpha(al()),
+            vec![2, 3, 4],
+            vec![4, 5],
+        ),
+        Case::Contract(
+            ContractOp::new(ContractSpec::from_labels("ij", "k", "kij").unwrap()),
+            vec![2, 3],
+            vec![4],
+        ),
+        Case::Contract(
             ContractOp::new(ContractSpec::from_labels("ij", "ji", "").unwrap()),
             vec![3, 4],
             vec![4, 3],
