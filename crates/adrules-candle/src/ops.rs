@@ -265,3 +265,29 @@ pub fn contract(a: &Tensor, b: &Tensor, op: &ContractOp) -> Result<Tensor> {
     let node = ContractNode::new(op.clone().alpha(alpha).beta(0.0), dtype)?;
     a.apply_op2(b, node).map_err(from_candle)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use adrules_core::ContractSpec;
+    use candle_core::{Device, Var};
+
+    /// A failure inside the backward pass is a candle error carrying our typed message, not a
+    /// panic.
+    #[test]
+    fn backward_failures_are_errors() {
+        let a = Var::ones((2, 3), CDType::F64, &Device::Cpu).unwrap();
+        let b = Var::ones((3, 4), CDType::F64, &Device::Cpu).unwrap();
+        let spec = ContractSpec::from_labels("ij", "jk", "ik").unwrap();
+        let node = ContractNode::new(ContractOp::new(spec), DType::F64).unwrap();
+        let res = a.as_tensor().apply_op2_no_bwd(b.as_tensor(), &node).unwrap();
+        let wrong = Tensor::ones((4, 2), CDType::F64, &Device::Cpu).unwrap();
+        let e = node
+            .bwd(a.as_tensor(), b.as_tensor(), &res, &wrong)
+            .unwrap_err();
+        assert!(e.to_string().contains("c_bar"), "{e}");
+        let half = res.to_dtype(CDType::F16).unwrap();
+        let e = node.bwd(a.as_tensor(), b.as_tensor(), &res, &half).unwrap_err();
+        assert!(e.to_string().contains("F16"), "{e}");
+    }
+}
