@@ -1,6 +1,7 @@
 //! The primal of each primitive, `α·op(…)` into a fresh tensor, written once on candle's
-//! storage layer ([`BackendStorage`]) so that the same code is the forward of every custom op
-//! on CPU, CUDA and Metal.
+//! storage layer ([`BackendStorage`]): the forward of every custom op on CUDA and Metal (the
+//! CPU uses the strided kernels of [`crate::cpu`]; this code is tested against them on CPU
+//! storage).
 //!
 //! Inputs are read through their [`Layout`] (any strides, any offset, broadcast strides
 //! included) without a copy wherever candle's kernels allow it:
@@ -32,13 +33,15 @@ enum Held<'a, S> {
 }
 
 /// Storage plus the layout to read it through.
-struct View<'a, S> {
+pub(crate) struct View<'a, S> {
     storage: Held<'a, S>,
-    layout: Layout,
+    /// how to read the storage
+    pub(crate) layout: Layout,
 }
 
 impl<S> View<'_, S> {
-    fn storage(&self) -> &S {
+    /// The storage.
+    pub(crate) fn storage(&self) -> &S {
         match &self.storage {
             Held::Borrowed(s) => s,
             Held::Owned(s) => s,
@@ -47,7 +50,7 @@ impl<S> View<'_, S> {
 }
 
 /// `s` read through `l`, cast to `dtype` when it differs (a contiguous copy).
-fn cast<'a, S: Storage>(s: &'a S, l: &Layout, dtype: DType) -> Result<View<'a, S>> {
+pub(crate) fn cast<'a, S: Storage>(s: &'a S, l: &Layout, dtype: DType) -> Result<View<'a, S>> {
     if s.dtype() == dtype {
         Ok(View {
             storage: Held::Borrowed(s),

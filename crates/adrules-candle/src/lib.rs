@@ -11,11 +11,16 @@
 //!
 //! ## How an op is wired into candle's autograd
 //! Each op is a candle custom op (`CustomOp1` for add and trace, `CustomOp2` for contract):
-//! - **forward**: one storage-level kernel per primitive, written once over candle's
-//!   `BackendStorage` trait, so the same code runs on CPU, CUDA and Metal (features `cuda` and
-//!   `metal` of this crate turn on candle's). It reads its inputs through their layouts —
-//!   strides, offsets and stride-0 broadcasts included — and copies an operand only when its
-//!   memory order cannot be handed to the GEMM as a plain or transposed matrix.
+//! - **forward**, zero-copy on candle's storage: on CPU, the kernels of `adrules-strided`
+//!   (blocked transposing add, TTGT contraction on faer's GEMM, trace on the diagonal view)
+//!   read candle's buffers in place through their layouts (strides, offsets and stride-0
+//!   broadcasts included) and write the output buffer candle then owns. On CUDA and Metal
+//!   (features `cuda` and `metal` of this crate turn on candle's), one kernel per primitive
+//!   written once over candle's `BackendStorage` trait: TTGT on the device's GEMM, copying an
+//!   operand only when its memory order cannot be handed to the GEMM as a plain or
+//!   transposed matrix. That device-generic code is type-checked in every build (against
+//!   candle's placeholder GPU backends when the features are off) and tested on CPU storage
+//!   against the strided kernels.
 //! - **backward**: `CustomOp::bwd` builds the shared pullback at the primal point
 //!   (`ContractOp::pullback_at` and friends in `adrules_core::rules`, no recomputation of the
 //!   primal) on a [`CandleBackend`] for the cotangent's device, and evaluates it: the
@@ -65,6 +70,7 @@
 
 mod backend;
 mod convert;
+mod cpu;
 mod kernel;
 mod ops;
 

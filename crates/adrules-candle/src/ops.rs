@@ -11,15 +11,12 @@ use candle_core::{
 
 use crate::backend::CandleBackend;
 use crate::convert::{candle_dtype, check_device, from_candle, tensor_dtype, to_candle};
+use crate::cpu;
 use crate::kernel::{self, Storage};
 
-/// Implements `cpu_fwd`, `cuda_fwd` and `metal_fwd` of a custom op by its generic `fwd`.
-macro_rules! forward_on_every_device {
+/// Implements `cuda_fwd` and `metal_fwd` of a custom op by its device-generic `fwd`.
+macro_rules! forward_on_gpus {
     ($($s:ident : $l:ident),+) => {
-        fn cpu_fwd(&self, $($s: &CpuStorage, $l: &Layout),+)
-            -> candle_core::Result<(CpuStorage, Shape)> {
-            self.fwd($(($s, $l)),+)
-        }
         fn cuda_fwd(&self, $($s: &CudaStorage, $l: &Layout),+)
             -> candle_core::Result<(CudaStorage, Shape)> {
             self.fwd($(($s, $l)),+)
@@ -83,7 +80,11 @@ impl CustomOp1 for AddNode {
         "adrules-add"
     }
 
-    forward_on_every_device!(a: la);
+    fn cpu_fwd(&self, a: &CpuStorage, la: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        cpu::add(a, la, &self.op.perm, self.op.alpha.re(), self.dtype)
+    }
+
+    forward_on_gpus!(a: la);
 
     fn bwd(&self, a: &Tensor, res: &Tensor, c_bar: &Tensor) -> candle_core::Result<Option<Tensor>> {
         if !active(a) {
@@ -128,7 +129,11 @@ impl CustomOp1 for TraceNode {
         "adrules-trace"
     }
 
-    forward_on_every_device!(a: la);
+    fn cpu_fwd(&self, a: &CpuStorage, la: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        cpu::trace(a, la, &self.op.spec, self.op.alpha.re(), self.dtype)
+    }
+
+    forward_on_gpus!(a: la);
 
     fn bwd(&self, a: &Tensor, res: &Tensor, c_bar: &Tensor) -> candle_core::Result<Option<Tensor>> {
         if !active(a) {
@@ -177,7 +182,23 @@ impl CustomOp2 for ContractNode {
         "adrules-contract"
     }
 
-    forward_on_every_device!(a: la, b: lb);
+    fn cpu_fwd(
+        &self,
+        a: &CpuStorage,
+        la: &Layout,
+        b: &CpuStorage,
+        lb: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        cpu::contract(
+            (a, la),
+            (b, lb),
+            &self.op.spec,
+            self.op.alpha.re(),
+            self.dtype,
+        )
+    }
+
+    forward_on_gpus!(a: la, b: lb);
 
     fn bwd(
         &self,
@@ -280,14 +301,19 @@ mod tests {
         let b = Var::ones((3, 4), CDType::F64, &Device::Cpu).unwrap();
         let spec = ContractSpec::from_labels("ij", "jk", "ik").unwrap();
         let node = ContractNode::new(ContractOp::new(spec), DType::F64).unwrap();
-        let res = a.as_tensor().apply_op2_no_bwd(b.as_tensor(), &node).unwrap();
+        let res = a
+            .as_tensor()
+            .apply_op2_no_bwd(b.as_tensor(), &node)
+            .unwrap();
         let wrong = Tensor::ones((4, 2), CDType::F64, &Device::Cpu).unwrap();
         let e = node
             .bwd(a.as_tensor(), b.as_tensor(), &res, &wrong)
             .unwrap_err();
         assert!(e.to_string().contains("c_bar"), "{e}");
         let half = res.to_dtype(CDType::F16).unwrap();
-        let e = node.bwd(a.as_tensor(), b.as_tensor(), &res, &half).unwrap_err();
+        let e = node
+            .bwd(a.as_tensor(), b.as_tensor(), &res, &half)
+            .unwrap_err();
         assert!(e.to_string().contains("F16"), "{e}");
     }
 }

@@ -1,5 +1,6 @@
 //! The differentiable candle ops against three independent references, on the same inputs:
-//! - the shared rules on the naive [`ReferenceBackend`] (primal and pullback);
+//! - the shared rules on the naive [`ReferenceBackend`] and on the strided CPU backend
+//!   (primal and pullback);
 //! - central finite differences of the op's own forward (adrules-testing);
 //! - candle's autograd of the same computation written with permute/reshape/matmul.
 //!
@@ -10,6 +11,7 @@ use adrules_core::rules::{Activity, AddOp, ContractOp, TraceOp};
 use adrules_core::{
     Backend, Conj, ContractSpec, DType, DynScalar, Error, HostTensor, Permutation, TraceSpec,
 };
+use adrules_strided::Strided;
 use adrules_testing::{FiniteDifference, ReferenceBackend, Rng, Tolerance, Value};
 use candle_core::{Device, Tensor, Var};
 
@@ -131,24 +133,29 @@ impl Case {
         out.affine(self.alpha(), 0.0).unwrap()
     }
 
-    /// Primal and cotangents of the shared rules on the naive reference backend.
-    fn reference(&self, x: &[HostTensor], cbar: &HostTensor) -> (HostTensor, Vec<HostTensor>) {
-        let rb = ReferenceBackend;
+    /// Primal and cotangents of the shared rules on another backend (the naive reference, or
+    /// the strided CPU backend).
+    fn rules<B: Backend>(
+        &self,
+        rb: &B,
+        x: &[HostTensor],
+        cbar: &HostTensor,
+    ) -> (HostTensor, Vec<HostTensor>) {
         let xs: Vec<_> = x.iter().map(|h| rb.from_host(h.clone()).unwrap()).collect();
         let dtype = x.iter().map(|h| h.dtype()).fold(DType::F32, DType::join);
         let mut c = rb.zeros(&self.output_dims(), dtype).unwrap();
         let cb = rb.from_host(cbar.clone()).unwrap();
         let cot = match self {
             Case::Add(op, _) => op
-                .rrule(&rb, &mut c, &xs[0], Activity::OPERANDS)
+                .rrule(rb, &mut c, &xs[0], Activity::OPERANDS)
                 .unwrap()
                 .pullback(&cb),
             Case::Trace(op, _) => op
-                .rrule(&rb, &mut c, &xs[0], Activity::OPERANDS)
+                .rrule(rb, &mut c, &xs[0], Activity::OPERANDS)
                 .unwrap()
                 .pullback(&cb),
             Case::Contract(op, _, _) => op
-                .rrule(&rb, &mut c, &xs[0], &xs[1], Activity::OPERANDS)
+                .rrule(rb, &mut c, &xs[0], &xs[1], Activity::OPERANDS)
                 .unwrap()
                 .pullback(&cb),
         }
@@ -280,21 +287,25 @@ fn ops_match_reference_rules_and_candle_autograd() {
                 .collect();
             let wh = rng.tensor(&case.output_dims(), dtype);
             let x: Vec<Tensor> = xh.iter().map(up).collect();
-            let (want_c, want_g) = case.reference(&xh, &wh);
             let (out, g) = loss_and_grads(&|x| case.ours(x), &x, &up(&wh));
-            check(
-                tol(dtype),
-                &down(&out),
-                &want_c,
-                &format!("{name}: primal vs reference"),
-            );
-            for (i, (g, w)) in g.iter().zip(&want_g).enumerate() {
+            for (label, (want_c, want_g)) in [
+                ("reference", case.rules(&ReferenceBackend, &xh, &wh)),
+                ("strided", case.rules(&Strided, &xh, &wh)),
+            ] {
                 check(
                     tol(dtype),
-                    g,
-                    w,
-                    &format!("{name}: gradient {i} vs reference rules"),
+                    &down(&out),
+                    &want_c,
+                    &format!("{name}: primal vs {label}"),
                 );
+                for (i, (g, w)) in g.iter().zip(&want_g).enumerate() {
+                    check(
+                        tol(dtype),
+                        g,
+                        w,
+                        &format!("{name}: gradient {i} vs the {label} backend's rules"),
+                    );
+                }
             }
             let (out2, g2) = loss_and_grads(&|x| case.composed(x), &x, &up(&wh));
             check(
