@@ -8,6 +8,10 @@
 //!   and implicit-function rules) runs on candle tensors of any device.
 //! - [`add`], [`trace`], [`contract`]: the primitives as differentiable candle ops. Use them
 //!   like any candle op; `loss.backward()` reaches them and calls the shared pullback.
+//! - [`implicit`] and [`CandleConditions`] ([`mod@implicit`]): implicit functions whose
+//!   conditions are written with candle tensors; candle's backward gives `Aᴴ·u` and `Bᴴ·u`,
+//!   the core's implicit rule does the rest, and the op registers the implicit pullback (the
+//!   solver is never differentiated).
 //!
 //! ## How an op is wired into candle's autograd
 //! Each op is a candle custom op (`CustomOp1` for add and trace, `CustomOp2` for contract):
@@ -71,6 +75,7 @@
 mod backend;
 mod convert;
 mod cpu;
+pub mod implicit;
 mod kernel;
 mod ops;
 
@@ -79,4 +84,5 @@ pub use backend::CandleBackend;
 /// exact same types.
 pub use candle_core;
 pub use convert::{adrules_dtype, candle_dtype, from_candle, to_candle};
+pub use implicit::{CandleConditions, CandleScalar, implicit};
 pub use ops::{add, contract, trace};
