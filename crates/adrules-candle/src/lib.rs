@@ -8,7 +8,7 @@
 //!   and implicit-function rules) runs on candle tensors of any device.
 //! - [`add`], [`trace`], [`contract`]: the primitives as differentiable candle ops. Use them
 //!   like any candle op; `loss.backward()` reaches them and calls the shared pullback.
-//! - [`implicit`] and [`CandleConditions`] ([`mod@implicit`]): implicit functions whose
+//! - [`fn@implicit`] and [`CandleConditions`] ([`mod@implicit`]): implicit functions whose
 //!   conditions are written with candle tensors; candle's backward gives `Aᴴ·u` and `Bᴴ·u`,
 //!   the core's implicit rule does the rest, and the op registers the implicit pullback (the
 //!   solver is never differentiated).
