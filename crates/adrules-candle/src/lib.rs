@@ -8,6 +8,9 @@
 //!   and implicit-function rules) runs on candle tensors of any device.
 //! - [`add`], [`trace`], [`contract`]: the primitives as differentiable candle ops. Use them
 //!   like any candle op; `loss.backward()` reaches them and calls the shared pullback.
+//! - [`einsum`], [`ncon`], [`fn@network`] ([`mod@network`]): tensor networks of any number of
+//!   operands, run as the core's contraction plan with one custom op per step (candle
+//!   differentiates at most three inputs per op; the module explains the design).
 //! - [`fn@implicit`] and [`CandleConditions`] ([`mod@implicit`]): implicit functions whose
 //!   conditions are written with candle tensors; candle's backward gives `Aᴴ·u` and `Bᴴ·u`,
 //!   the core's implicit rule does the rest, and the op registers the implicit pullback (the
@@ -77,6 +80,7 @@ mod convert;
 mod cpu;
 pub mod implicit;
 mod kernel;
+pub mod network;
 mod ops;
 
 pub use backend::CandleBackend;
@@ -85,4 +89,5 @@ pub use backend::CandleBackend;
 pub use candle_core;
 pub use convert::{adrules_dtype, candle_dtype, from_candle, to_candle};
 pub use implicit::{CandleConditions, CandleScalar, implicit};
+pub use network::{einsum, ncon, network};
 pub use ops::{add, contract, trace};

@@ -1,5 +1,6 @@
-//! The primitives as differentiable candle ops: forward by the storage-level kernels of
-//! [`crate::kernel`], backward by the shared pullbacks of `adrules_core::rules` evaluated on
+//! The primitives as differentiable candle ops: forward by the strided kernels on CPU
+//! ([`crate::cpu`]) and the device-generic storage kernels on CUDA and Metal
+//! ([`crate::kernel`]), backward by the shared pullbacks of `adrules_core::rules` evaluated on
 //! [`CandleBackend`].
 
 use adrules_core::rules::{Activity, AddOp, ContractOp, TraceOp};
