@@ -2,9 +2,9 @@
 //!
 //! # Design: one candle op per step of the core's plan
 //! Candle differentiates at most three inputs per custom op, and a network has any number of
-//! operands. The network is therefore run as the core's [`NetworkPlan`] (same contraction
-//! order, same lowering to primitives: nothing is re-planned here), each step one of this
-//! crate's custom ops ([`add`], [`trace`], [`contract`]); candle's graph chains them and its
+//! operands. The network is therefore run as the core's [`NetworkPlan`] through
+//! [`NetworkPlan::evaluate`] (same contraction order, same lowering to primitives: nothing is
+//! re-planned here), each step one of this crate's custom ops ([`add`], [`trace`], [`contract`]); candle's graph chains them and its
 //! backward pass runs the shared pairwise pullbacks along the contraction tree in reverse.
 //! Every operand gets its gradient, gradients of an operand used twice are summed by candle,
 //! and a subtree of constants costs no backward work (each step's activity comes from
@@ -34,67 +34,29 @@ use crate::ops::{add, contract, trace};
 /// [`Error::DeviceMismatch`] when the operands live on different devices; the errors of
 /// [`add`], [`trace`] and [`contract`] (unsupported dtypes).
 pub fn network(plan: &NetworkPlan, operands: &[&Tensor]) -> Result<Tensor> {
-    let n = plan.num_operands();
-    if operands.len() != n {
-        return Err(Error::CountMismatch {
-            arg: "operands".into(),
-            expected: n,
-            actual: operands.len(),
-        });
-    }
+    // The operand count is checked by `evaluate`.
     for (k, t) in operands.iter().enumerate() {
-        let want = plan.operand_dims(k).unwrap_or_default();
-        if t.dims() != want {
+        if let Some(want) = plan.operand_dims(k)
+            && t.dims() != want
+        {
             return Err(Error::shape(format!("operand {k}"), want, t.dims()));
         }
         check_device(t, operands[0].device(), &format!("operand {k}"))?;
     }
-    let steps = plan.steps();
-    // Values: the operands, then each step's result; a value is dropped after its last use.
-    let mut uses = vec![0usize; n + steps.len()];
-    steps
-        .iter()
-        .flat_map(|s| s.inputs())
-        .for_each(|v| uses[v] += 1);
-    let mut values: Vec<Option<Tensor>> = operands.iter().map(|t| Some((*t).clone())).collect();
-    for step in steps {
-        let mut take = |v: usize| -> Result<Tensor> {
-            uses[v] -= 1;
-            let t = if uses[v] == 0 {
-                values[v].take()
-            } else {
-                values[v].clone()
-            };
-            t.ok_or_else(|| Error::invalid("plan", format!("value {v} is read after its last use")))
-        };
-        let out = match step {
-            Step::Add { input, perm, conj } => {
-                add(&take(*input)?, &AddOp::new(perm.clone()).conj(*conj))?
-            }
-            Step::Trace { input, spec, conj } => {
-                trace(&take(*input)?, &TraceOp::new(spec.clone()).conj(*conj))?
-            }
-            Step::Contract {
-                a,
-                b,
-                spec,
-                conj_a,
-                conj_b,
-            } => {
-                let (ta, tb) = (take(*a)?, take(*b)?);
-                contract(
-                    &ta,
-                    &tb,
-                    &ContractOp::new(spec.clone()).conj(*conj_a, *conj_b),
-                )?
-            }
-        };
-        values.push(Some(out));
-    }
-    values
-        .pop()
-        .flatten()
-        .ok_or_else(|| Error::invalid("plan", "a network plan without steps"))
+    plan.evaluate(operands, |step, x| match step {
+        Step::Add { perm, conj, .. } => add(x[0], &AddOp::new(perm.clone()).conj(*conj)),
+        Step::Trace { spec, conj, .. } => trace(x[0], &TraceOp::new(spec.clone()).conj(*conj)),
+        Step::Contract {
+            spec,
+            conj_a,
+            conj_b,
+            ..
+        } => contract(
+            x[0],
+            x[1],
+            &ContractOp::new(spec.clone()).conj(*conj_a, *conj_b),
+        ),
+    })
 }
 
 /// The plan of `network` for the shapes of `operands`, in the default order.
