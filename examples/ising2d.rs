@@ -36,6 +36,9 @@ enum Precision {
 enum BackendChoice {
     /// the embedded strided CPU backend
     Strided,
+    /// candle tensors on the CPU device (feature `candle`)
+    #[cfg(feature = "candle")]
+    Candle,
     /// dfdx tensors (feature `dfdx`; rank ≤ 6, so width ≤ 4)
     #[cfg(feature = "dfdx")]
     Dfdx,
@@ -151,6 +154,8 @@ fn run(args: &Args) -> std::result::Result<(), String> {
     let wall = Instant::now();
     let (points, timings) = match args.backend {
         BackendChoice::Strided => sweep_in(adrules::strided::Strided, args, &temps),
+        #[cfg(feature = "candle")]
+        BackendChoice::Candle => sweep_in(adrules::candle::CandleBackend::cpu(), args, &temps),
         #[cfg(feature = "dfdx")]
         BackendChoice::Dfdx => sweep_in(adrules::dfdx::DfdxBackend::default(), args, &temps),
     }

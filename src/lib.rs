@@ -40,6 +40,9 @@ pub use adrules_core::*;
 #[cfg(feature = "strided")]
 pub use adrules_strided as strided;
 
+/// The candle adapter: the rules as candle custom ops (feature `candle`).
+#[cfg(feature = "candle")]
+pub use adrules_candle as candle;
 /// The dfdx adapter (feature `dfdx`): the rules as dfdx tape ops, and the core backend on
 /// dfdx tensors.
 #[cfg(feature = "dfdx")]

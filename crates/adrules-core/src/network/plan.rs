@@ -302,19 +302,80 @@ impl NetworkPlan {
         self.cost
     }
 
+    /// Runs the steps with a caller-supplied evaluator, for engines that execute each step as
+    /// one of their own (differentiable) ops rather than as [`Backend`] updates (the candle
+    /// adapter chains its custom ops this way): `eval(step, inputs)` returns the value of
+    /// `step` from the values it reads, in [`Step::inputs`] order. Each intermediate is read by
+    /// exactly one step and is dropped as soon as that step has run. Returns the last step's
+    /// value. The values are opaque, so shapes are not checked here: check them against
+    /// [`operand_dims`](Self::operand_dims) first.
+    ///
+    /// # Errors
+    /// [`Error::CountMismatch`] (argument `"operands"`) for a wrong number of operands; the
+    /// errors of `eval`.
+    pub fn evaluate<T>(
+        &self,
+        operands: &[&T],
+        mut eval: impl FnMut(&Step, &[&T]) -> Result<T>,
+    ) -> Result<T> {
+        self.check_count(operands.len())?;
+        self.fold_steps(
+            operands,
+            |s, inputs| eval(&self.steps[s], inputs).map(Some),
+            drop,
+        )?
+        .ok_or_else(|| Error::invalid("plan", "a plan without steps"))
+    }
+
+    fn check_count(&self, actual: usize) -> Result<()> {
+        if actual == self.num_operands() {
+            return Ok(());
+        }
+        Err(Error::CountMismatch {
+            arg: "operands".into(),
+            expected: self.num_operands(),
+            actual,
+        })
+    }
+
+    /// The loop shared by [`evaluate`](Self::evaluate) and [`walk`](Self::walk): step `s`
+    /// gets its inputs and yields its value through `eval(s, inputs)` (`None`: written
+    /// elsewhere); an intermediate goes to `release` as soon as its consumer has run. Returns
+    /// the last step's value.
+    fn fold_steps<T>(
+        &self,
+        operands: &[&T],
+        mut eval: impl FnMut(usize, &[&T]) -> Result<Option<T>>,
+        mut release: impl FnMut(T),
+    ) -> Result<Option<T>> {
+        let n = operands.len();
+        let mut values: SmallVec<[Option<T>; 16]> = (0..self.steps.len()).map(|_| None).collect();
+        for (s, step) in self.steps.iter().enumerate() {
+            let ids = step.inputs();
+            let result = {
+                let inputs: SmallVec<[&T; 2]> = ids
+                    .iter()
+                    .map(|&v| value(operands, &values, v))
+                    .collect::<Result<_>>()?;
+                eval(s, &inputs)?
+            };
+            values[s] = result;
+            for v in ids {
+                if let Some(t) = v.checked_sub(n).and_then(|i| values[i].take()) {
+                    release(t);
+                }
+            }
+        }
+        Ok(values.pop().flatten())
+    }
+
     /// Checks operand count and shapes; returns the joined dtype of the operands.
     pub(crate) fn check_operands<B: Backend>(
         &self,
         be: &B,
         operands: &[&B::Tensor],
     ) -> Result<DType> {
-        if operands.len() != self.num_operands() {
-            return Err(Error::CountMismatch {
-                arg: "operands".into(),
-                expected: self.num_operands(),
-                actual: operands.len(),
-            });
-        }
+        self.check_count(operands.len())?;
         let mut dtype = DType::F32;
         for (k, (t, d)) in operands.iter().zip(&self.operand_dims).enumerate() {
             let dims = be.dims(t);
@@ -418,36 +479,20 @@ impl NetworkPlan {
         c: &mut B::Tensor,
         mut f: impl FnMut(usize, &mut B::Tensor, &[&B::Tensor]) -> Result<()>,
     ) -> Result<()> {
-        let n = operands.len();
-        let mut values: SmallVec<[Option<B::Tensor>; 16]> =
-            (0..self.steps.len()).map(|_| None).collect();
-        for (s, step) in self.steps.iter().enumerate() {
-            let ids = step.inputs();
-            let result = {
-                let inputs: SmallVec<[&B::Tensor; 2]> = ids
-                    .iter()
-                    .map(|&v| value(operands, &values, v))
-                    .collect::<Result<_>>()?;
-                if s + 1 == self.steps.len() {
-                    f(s, c, &inputs)?;
-                    None
-                } else {
-                    let dtype = inputs
-                        .iter()
-                        .fold(DType::F32, |acc, t| acc.join(be.dtype(t)));
-                    let mut t =
-                        alloc.allocate(be, &self.step_dims[s], dtype, Lifetime::Temporary)?;
-                    f(s, &mut t, &inputs)?;
-                    Some(t)
-                }
-            };
-            values[s] = result;
-            for v in ids {
-                if let Some(t) = v.checked_sub(n).and_then(|i| values[i].take()) {
-                    alloc.free(t);
-                }
+        let last = self.steps.len() - 1;
+        let eval = |s: usize, inputs: &[&B::Tensor]| {
+            if s == last {
+                f(s, c, inputs)?;
+                return Ok(None);
             }
-        }
+            let dtype = inputs
+                .iter()
+                .fold(DType::F32, |acc, t| acc.join(be.dtype(t)));
+            let mut t = alloc.allocate(be, &self.step_dims[s], dtype, Lifetime::Temporary)?;
+            f(s, &mut t, inputs)?;
+            Ok(Some(t))
+        };
+        self.fold_steps(operands, eval, |t| alloc.free(t))?;
         Ok(())
     }
 }

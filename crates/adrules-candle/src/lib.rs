@@ -1,0 +1,93 @@
+//! # adrules-candle
+//!
+//! The shared adrules rules on [candle](https://github.com/huggingface/candle) tensors
+//! (`candle-core =0.11.1`).
+//!
+//! - [`CandleBackend`]: the core [`Backend`](adrules_core::Backend) trait on
+//!   `candle_core::Tensor`, so every rule of `adrules_core` (pullbacks, pushforwards, network
+//!   and implicit-function rules) runs on candle tensors of any device.
+//! - [`add`], [`trace`], [`contract`]: the primitives as differentiable candle ops. Use them
+//!   like any candle op; `loss.backward()` reaches them and calls the shared pullback.
+//! - [`einsum`], [`ncon`], [`fn@network`] ([`mod@network`]): tensor networks of any number of
+//!   operands, run as the core's contraction plan with one custom op per step (candle
+//!   differentiates at most three inputs per op; the module explains the design).
+//! - [`fn@implicit`] and [`CandleConditions`] ([`mod@implicit`]): implicit functions whose
+//!   conditions are written with candle tensors; candle's backward gives `Aᴴ·u` and `Bᴴ·u`,
+//!   the core's implicit rule does the rest, and the op registers the implicit pullback (the
+//!   solver is never differentiated).
+//!
+//! ## How an op is wired into candle's autograd
+//! Each op is a candle custom op (`CustomOp1` for add and trace, `CustomOp2` for contract):
+//! - **forward**, zero-copy on candle's storage: on CPU, the kernels of `adrules-strided`
+//!   (blocked transposing add, TTGT contraction on faer's GEMM, trace on the diagonal view)
+//!   read candle's buffers in place through their layouts (strides, offsets and stride-0
+//!   broadcasts included) and write the output buffer candle then owns. On CUDA and Metal
+//!   (features `cuda` and `metal` of this crate turn on candle's), one kernel per primitive
+//!   written once over candle's `BackendStorage` trait: TTGT on the device's GEMM, copying an
+//!   operand only when its memory order cannot be handed to the GEMM as a plain or
+//!   transposed matrix. That device-generic code is type-checked in every build (against
+//!   candle's placeholder GPU backends when the features are off) and tested on CPU storage
+//!   against the strided kernels.
+//! - **backward**: `CustomOp::bwd` builds the shared pullback at the primal point
+//!   (`ContractOp::pullback_at` and friends in `adrules_core::rules`, no recomputation of the
+//!   primal) on a [`CandleBackend`] for the cotangent's device, and evaluates it: the
+//!   cotangents are contractions, permuted adds or diagonal updates done with the same
+//!   kernels. Only inputs that candle tracks (variables, or tensors computed from one) get a
+//!   cotangent; a constant operand costs nothing. The graph node keeps the op's inputs (which
+//!   candle keeps anyway) and nothing else.
+//! - Gradients of a tensor used several times are summed by candle, as for its own ops.
+//!
+//! ## Coefficients, flags, dtypes
+//! `f32` and `f64` (candle has no complex dtype: [`Error::Unsupported`]). Operands of a
+//! contraction may mix them: the result has the joined dtype and each gradient its operand's
+//! (the pullbacks project). α is a real constant; β must be 0, since an op returns a fresh
+//! tensor (write `β·C + …` with candle's `affine` and `+`). Conjugation flags are accepted and
+//! are no-ops on real data.
+//!
+//! ## Errors
+//! Every function checks its arguments first and returns a typed [`Error`]: unsupported
+//! dtypes, ranks and shapes that do not fit the spec, operands on different devices. Candle's
+//! own failures become [`Error::Backend`] ([`from_candle`]). Nothing panics inside candle's
+//! backward pass: a failure there is returned as a candle error wrapping our message
+//! ([`to_candle`]), which `backward()` passes on.
+//!
+//! ## Example
+//! ```
+//! use adrules_candle::{candle_core::{Device, Tensor, Var}, contract};
+//! use adrules_core::{ContractSpec, rules::ContractOp};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let a = Var::randn(0f64, 1.0, (2, 3, 4), &Device::Cpu)?;
+//! let b = Var::randn(0f64, 1.0, (4, 3, 5), &Device::Cpu)?;
+//! // c[k, i] = Σ_{j, l} a[i, j, l]·b[l, j, k]
+//! let op = ContractOp::new(ContractSpec::from_labels("ijl", "ljk", "ki")?);
+//! let c = contract(a.as_tensor(), b.as_tensor(), &op)?;
+//! assert_eq!(c.dims(), &[5, 2]);
+//! let grads = c.sqr()?.sum_all()?.backward()?;
+//! assert_eq!(grads.get(a.as_tensor()).unwrap().dims(), &[2, 3, 4]);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`Error`]: adrules_core::Error
+//! [`Error::Unsupported`]: adrules_core::Error::Unsupported
+//! [`Error::Backend`]: adrules_core::Error::Backend
+
+#![warn(missing_docs)]
+
+mod backend;
+mod convert;
+mod cpu;
+pub mod implicit;
+mod kernel;
+pub mod network;
+mod ops;
+
+pub use backend::CandleBackend;
+/// The candle version this crate is built against (`=0.11.1`), for callers that need the
+/// exact same types.
+pub use candle_core;
+pub use convert::{adrules_dtype, candle_dtype, from_candle, to_candle};
+pub use implicit::{CandleConditions, CandleScalar, implicit};
+pub use network::{einsum, ncon, network};
+pub use ops::{add, contract, trace};

@@ -1,0 +1,524 @@
+//! The differentiable candle ops against three independent references, on the same inputs:
+//! - the shared rules on the naive [`ReferenceBackend`] and on the strided CPU backend
+//!   (primal and pullback);
+//! - central finite differences of the op's own forward (adrules-testing);
+//! - candle's autograd of the same computation written with permute/reshape/matmul.
+//!
+//! Plus strided (non-contiguous) inputs, mixed dtypes, a tensor used twice, and typed errors.
+
+use adrules_candle::{CandleBackend, add, contract, trace};
+use adrules_core::rules::{Activity, AddOp, ContractOp, TraceOp};
+use adrules_core::{
+    Backend, Conj, ContractSpec, DType, DynScalar, Error, HostTensor, Permutation, TraceSpec,
+};
+use adrules_strided::Strided;
+use adrules_testing::{FiniteDifference, ReferenceBackend, Rng, Tolerance, Value};
+use candle_core::{Device, Tensor, Var};
+
+/// One op under test.
+#[derive(Clone, Debug)]
+enum Case {
+    Add(AddOp, Vec<usize>),
+    Trace(TraceOp, Vec<usize>),
+    Contract(ContractOp, Vec<usize>, Vec<usize>),
+}
+
+fn be() -> CandleBackend {
+    CandleBackend::cpu()
+}
+
+fn up(h: &HostTensor) -> Tensor {
+    be().from_host(h.clone()).unwrap()
+}
+
+fn down(t: &Tensor) -> HostTensor {
+    be().to_host(t).unwrap()
+}
+
+impl Case {
+    fn name(&self) -> String {
+        format!("{self:?}")
+    }
+
+    fn input_dims(&self) -> Vec<Vec<usize>> {
+        match self {
+            Case::Add(_, a) | Case::Trace(_, a) => vec![a.clone()],
+            Case::Contract(_, a, b) => vec![a.clone(), b.clone()],
+        }
+    }
+
+    fn output_dims(&self) -> Vec<usize> {
+        match self {
+            Case::Add(op, a) => op.perm.apply(a).to_vec(),
+            Case::Trace(op, a) => op.spec.output_dims(a).unwrap().to_vec(),
+            Case::Contract(op, a, b) => op.spec.output_dims(a, b).unwrap().to_vec(),
+        }
+    }
+
+    fn alpha(&self) -> f64 {
+        match self {
+            Case::Add(op, _) => op.alpha.re(),
+            Case::Trace(op, _) => op.alpha.re(),
+            Case::Contract(op, _, _) => op.alpha.re(),
+        }
+    }
+
+    /// Our differentiable op.
+    fn ours(&self, x: &[Tensor]) -> Tensor {
+        match self {
+            Case::Add(op, _) => add(&x[0], op).unwrap(),
+            Case::Trace(op, _) => trace(&x[0], op).unwrap(),
+            Case::Contract(op, _, _) => contract(&x[0], &x[1], op).unwrap(),
+        }
+    }
+
+    /// The same computation from candle's own differentiable ops.
+    fn composed(&self, x: &[Tensor]) -> Tensor {
+        let out = match self {
+            Case::Add(op, _) => x[0].permute(op.perm.as_slice()).unwrap(),
+            Case::Trace(op, a) => {
+                let s = &op.spec;
+                let order: Vec<usize> = s.p().iter().chain(s.q1()).chain(s.q2()).copied().collect();
+                let p: usize = s.p().iter().map(|&i| a[i]).product();
+                let q: usize = s.q1().iter().map(|&i| a[i]).product();
+                let eye = Tensor::eye(q, x[0].dtype(), &Device::Cpu).unwrap();
+                x[0].permute(order)
+                    .and_then(|t| t.reshape((p, q, q)))
+                    .and_then(|t| t.broadcast_mul(&eye.reshape((1, q, q))?))
+                    .and_then(|t| t.sum((1, 2)))
+                    .and_then(|t| t.reshape(self.output_dims()))
+                    .unwrap()
+            }
+            Case::Contract(op, a, b) => {
+                let s = &op.spec;
+                let size = |d: &[usize], ax: &[usize]| ax.iter().map(|&i| d[i]).product::<usize>();
+                let (m, k, n) = (
+                    size(a, s.open_a()),
+                    size(a, s.contr_a()),
+                    size(b, s.open_b()),
+                );
+                let pa: Vec<usize> = s.open_a().iter().chain(s.contr_a()).copied().collect();
+                let pb: Vec<usize> = s.contr_b().iter().chain(s.open_b()).copied().collect();
+                let inter: Vec<usize> = s
+                    .open_a()
+                    .iter()
+                    .map(|&i| a[i])
+                    .chain(s.open_b().iter().map(|&j| b[j]))
+                    .collect();
+                let dtype = if x[0].dtype() == x[1].dtype() {
+                    x[0].dtype()
+                } else {
+                    candle_core::DType::F64
+                };
+                let am = x[0]
+                    .to_dtype(dtype)
+                    .unwrap()
+                    .permute(pa)
+                    .unwrap()
+                    .reshape((m, k))
+                    .unwrap();
+                let bm = x[1]
+                    .to_dtype(dtype)
+                    .unwrap()
+                    .permute(pb)
+                    .unwrap()
+                    .reshape((k, n))
+                    .unwrap();
+                am.matmul(&bm)
+                    .and_then(|c| c.reshape(inter))
+                    .and_then(|c| c.permute(s.perm_ab().as_slice()))
+                    .unwrap()
+            }
+        };
+        out.affine(self.alpha(), 0.0).unwrap()
+    }
+
+    /// Primal and cotangents of the shared rules on another backend (the naive reference, or
+    /// the strided CPU backend).
+    fn rules<B: Backend>(
+        &self,
+        rb: &B,
+        x: &[HostTensor],
+        cbar: &HostTensor,
+    ) -> (HostTensor, Vec<HostTensor>) {
+        let xs: Vec<_> = x.iter().map(|h| rb.from_host(h.clone()).unwrap()).collect();
+        let dtype = x.iter().map(|h| h.dtype()).fold(DType::F32, DType::join);
+        let mut c = rb.zeros(&self.output_dims(), dtype).unwrap();
+        let cb = rb.from_host(cbar.clone()).unwrap();
+        let cot = match self {
+            Case::Add(op, _) => op
+                .rrule(rb, &mut c, &xs[0], Activity::OPERANDS)
+                .unwrap()
+                .pullback(&cb),
+            Case::Trace(op, _) => op
+                .rrule(rb, &mut c, &xs[0], Activity::OPERANDS)
+                .unwrap()
+                .pullback(&cb),
+            Case::Contract(op, _, _) => op
+                .rrule(rb, &mut c, &xs[0], &xs[1], Activity::OPERANDS)
+                .unwrap()
+                .pullback(&cb),
+        }
+        .unwrap();
+        let grads = [cot.a, cot.b]
+            .into_iter()
+            .take(x.len())
+            .map(|g| rb.to_host(&g.unwrap()).unwrap())
+            .collect();
+        (rb.to_host(&c).unwrap(), grads)
+    }
+}
+
+/// `L = Σ f(x)·W` and `∂L/∂x` by candle's backward pass.
+fn loss_and_grads(
+    f: &dyn Fn(&[Tensor]) -> Tensor,
+    x: &[Tensor],
+    w: &Tensor,
+) -> (Tensor, Vec<HostTensor>) {
+    let vars: Vec<Var> = x.iter().map(|t| Var::from_tensor(t).unwrap()).collect();
+    let ts: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().clone()).collect();
+    let out = f(&ts);
+    let loss = out
+        .to_dtype(w.dtype())
+        .unwrap()
+        .mul(w)
+        .unwrap()
+        .sum_all()
+        .unwrap();
+    let grads = loss.backward().unwrap();
+    let g = ts
+        .iter()
+        .map(|t| down(grads.get(t).expect("every input receives a gradient")))
+        .collect();
+    (out, g)
+}
+
+fn tol(dtype: DType) -> Tolerance {
+    Tolerance::for_dtype(dtype)
+}
+
+fn check(t: Tolerance, got: &HostTensor, want: &HostTensor, what: &str) {
+    assert_eq!(got.dtype(), want.dtype(), "{what}: dtype");
+    t.check(
+        &Value::Tensor(got.clone()),
+        &Value::Tensor(want.clone()),
+        what,
+    )
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+fn cases(rng: &mut Rng) -> Vec<Case> {
+    let mut al = || DynScalar::F64(rng.normal());
+    vec![
+        Case::Add(
+            AddOp::new(Permutation::new(&[1, 0, 3, 2, 4]).unwrap()).alpha(al()),
+            vec![2, 3, 4, 2, 1],
+        ),
+        Case::Add(AddOp::new(Permutation::identity(0)), vec![]),
+        Case::Trace(
+            TraceOp::new(TraceSpec::new(&[2, 4, 1], &[0], &[3]).unwrap()).alpha(al()),
+            vec![2, 3, 4, 2, 5],
+        ),
+        Case::Trace(
+            TraceOp::new(TraceSpec::new(&[1], &[0, 2], &[3, 4]).unwrap()).alpha(al()),
+            vec![2, 3, 4, 2, 4],
+        ),
+        Case::Trace(
+            TraceOp::new(TraceSpec::new(&[], &[0, 1], &[2, 3]).unwrap()),
+            vec![3, 2, 3, 2],
+        ),
+        Case::Contract(
+            ContractOp::new(
+                ContractSpec::new(&[1, 3, 4], &[0, 2], &[1, 0], &[2], &[2, 1, 3, 0]).unwrap(),
+            )
+            .alpha(al())
+            .conj(Conj::Yes, Conj::No),
+            vec![2, 3, 4, 2, 5],
+            vec![4, 2, 3],
+        ),
+        Case::Contract(
+            ContractOp::new(ContractSpec::from_labels("abcd", "cdef", "abef").unwrap()),
+            vec![3, 2, 4, 3],
+            vec![4, 3, 2, 5],
+        ),
+        Case::Contract(
+            ContractOp::new(ContractSpec::from_labels("ij", "jk", "ki").unwrap()).alpha(al()),
+            vec![3, 4],
+            vec![4, 5],
+        ),
+        Case::Contract(
+            ContractOp::new(ContractSpec::from_labels("ij", "k", "kji").unwrap()),
+            vec![2, 3],
+            vec![4],
+        ),
+        Case::Contract(
+            ContractOp::new(ContractSpec::from_labels("abc", "cd", "dab").unwrap()).alpha(al()),
+            vec![2, 3, 4],
+            vec![4, 5],
+        ),
+        Case::Contract(
+            ContractOp::new(ContractSpec::from_labels("ij", "k", "kij").unwrap()),
+            vec![2, 3],
+            vec![4],
+        ),
+        Case::Contract(
+            ContractOp::new(ContractSpec::from_labels("ij", "ji", "").unwrap()),
+            vec![3, 4],
+            vec![4, 3],
+        ),
+        Case::Contract(
+            ContractOp::new(ContractSpec::from_labels("ij", "jk", "ik").unwrap()),
+            vec![3, 0],
+            vec![0, 2],
+        ),
+    ]
+}
+
+#[test]
+fn ops_match_reference_rules_and_candle_autograd() {
+    let mut rng = Rng::seed(11);
+    for dtype in [DType::F64, DType::F32] {
+        for case in cases(&mut rng) {
+            let name = format!("{} {dtype}", case.name());
+            let xh: Vec<HostTensor> = case
+                .input_dims()
+                .iter()
+                .map(|d| rng.tensor(d, dtype))
+                .collect();
+            let wh = rng.tensor(&case.output_dims(), dtype);
+            let x: Vec<Tensor> = xh.iter().map(up).collect();
+            let (out, g) = loss_and_grads(&|x| case.ours(x), &x, &up(&wh));
+            for (label, (want_c, want_g)) in [
+                ("reference", case.rules(&ReferenceBackend, &xh, &wh)),
+                ("strided", case.rules(&Strided, &xh, &wh)),
+            ] {
+                check(
+                    tol(dtype),
+                    &down(&out),
+                    &want_c,
+                    &format!("{name}: primal vs {label}"),
+                );
+                for (i, (g, w)) in g.iter().zip(&want_g).enumerate() {
+                    check(
+                        tol(dtype),
+                        g,
+                        w,
+                        &format!("{name}: gradient {i} vs the {label} backend's rules"),
+                    );
+                }
+            }
+            let (out2, g2) = loss_and_grads(&|x| case.composed(x), &x, &up(&wh));
+            check(
+                tol(dtype),
+                &down(&out),
+                &down(&out2),
+                &format!("{name}: primal vs candle"),
+            );
+            for (i, (g, w)) in g.iter().zip(&g2).enumerate() {
+                check(
+                    tol(dtype),
+                    g,
+                    w,
+                    &format!("{name}: gradient {i} vs candle autograd"),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn gradients_match_finite_differences() {
+    let mut rng = Rng::seed(12);
+    for case in cases(&mut rng) {
+        let xh: Vec<HostTensor> = case
+            .input_dims()
+            .iter()
+            .map(|d| rng.tensor(d, DType::F64))
+            .collect();
+        let wh = rng.tensor(&case.output_dims(), DType::F64);
+        let x: Vec<Tensor> = xh.iter().map(up).collect();
+        let (_, g) = loss_and_grads(&|x| case.ours(x), &x, &up(&wh));
+        let xv: Vec<Value> = xh.iter().cloned().map(Value::Tensor).collect();
+        let f = |v: &[Value]| {
+            let t: Vec<Tensor> = v.iter().map(|v| up(v.tensor("x").unwrap())).collect();
+            Ok(Value::Tensor(down(&case.ours(&t))))
+        };
+        for i in 0..xh.len() {
+            let dx: Vec<Value> = xh
+                .iter()
+                .enumerate()
+                .map(|(j, h)| {
+                    let d = Value::Tensor(rng.tensor(h.dims(), DType::F64));
+                    if i == j { d } else { d.axpy(-1.0, &d).unwrap() }
+                })
+                .collect();
+            let jvp = FiniteDifference::default().jvp(f, &xv, &dx).unwrap();
+            let lhs = Value::Tensor(wh.clone()).inner(&jvp).unwrap().re;
+            let rhs = Value::Tensor(g[i].clone()).inner(&dx[i]).unwrap().re;
+            let scale = 1.0 + lhs.abs();
+            assert!(
+                (lhs - rhs).abs() <= 1e-8 * scale,
+                "{}: input {i}: FD {lhs} vs gradient {rhs}",
+                case.name()
+            );
+        }
+    }
+}
+
+/// Inputs that are views (transposed, narrowed with an offset, broadcast with stride 0) give
+/// the same values and gradients as their contiguous copies.
+#[test]
+fn strided_views_are_read_in_place() {
+    let mut rng = Rng::seed(13);
+    let base = up(&rng.tensor(&[6, 5, 4], DType::F64));
+    // A (4, 3, 5) view with an offset and non-trivial strides.
+    let a_view = base.narrow(0, 2, 3).unwrap().permute((2, 0, 1)).unwrap();
+    assert!(!a_view.is_contiguous());
+    let b_row = up(&rng.tensor(&[5, 1], DType::F64));
+    let b_view = b_row.broadcast_as((5, 7)).unwrap(); // stride 0 along axis 1
+    let op = ContractOp::new(ContractSpec::from_labels("xyz", "zw", "wyx").unwrap()).alpha(0.5);
+    let wh = rng.tensor(&[7, 3, 4], DType::F64);
+    let (out_v, g_v) = loss_and_grads(
+        &|x| contract(&x[0], &x[1], &op).unwrap(),
+        &[a_view.clone(), b_view.clone()],
+        &up(&wh),
+    );
+    let (a_c, b_c) = (a_view.contiguous().unwrap(), b_view.contiguous().unwrap());
+    let (out_c, g_c) = loss_and_grads(
+        &|x| contract(&x[0], &x[1], &op).unwrap(),
+        &[a_c, b_c],
+        &up(&wh),
+    );
+    check(
+        tol(DType::F64),
+        &down(&out_v),
+        &down(&out_c),
+        "primal of views",
+    );
+    for (i, (v, c)) in g_v.iter().zip(&g_c).enumerate() {
+        check(tol(DType::F64), v, c, &format!("gradient {i} of views"));
+    }
+    let top = TraceOp::new(TraceSpec::new(&[1], &[0], &[2]).unwrap());
+    let sq = base
+        .narrow(1, 1, 4)
+        .unwrap()
+        .permute((2, 0, 1))
+        .unwrap()
+        .narrow(1, 0, 4)
+        .unwrap(); // (4, 4, 4)
+    let t_v = trace(&sq, &top).unwrap();
+    let t_c = trace(&sq.contiguous().unwrap(), &top).unwrap();
+    check(tol(DType::F64), &down(&t_v), &down(&t_c), "trace of a view");
+}
+
+/// A tensor used twice (both operands of one contraction, and again in a second op) receives
+/// the sum of every contribution, as in candle's own autograd.
+#[test]
+fn gradients_accumulate_over_uses() {
+    let mut rng = Rng::seed(14);
+    let xh = rng.tensor(&[4, 4], DType::F64);
+    let wh = rng.tensor(&[4, 4], DType::F64);
+    let mm = ContractOp::new(ContractSpec::from_labels("ij", "jk", "ik").unwrap());
+    let tr = TraceOp::new(TraceSpec::new(&[], &[0], &[1]).unwrap()).alpha(3.0);
+    let ours = |x: &[Tensor]| {
+        let y = contract(&x[0], &x[0], &mm).unwrap();
+        y.broadcast_add(&trace(&x[0], &tr).unwrap()).unwrap()
+    };
+    let theirs = |x: &[Tensor]| {
+        let y = x[0].matmul(&x[0]).unwrap();
+        let t = (x[0]
+            .mul(&Tensor::eye(4, candle_core::DType::F64, &Device::Cpu).unwrap())
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            * 3.0)
+            .unwrap();
+        y.broadcast_add(&t).unwrap()
+    };
+    let (_, g1) = loss_and_grads(&ours, &[up(&xh)], &up(&wh));
+    let (_, g2) = loss_and_grads(&theirs, &[up(&xh)], &up(&wh));
+    check(tol(DType::F64), &g1[0], &g2[0], "accumulated gradient");
+}
+
+/// f32 and f64 operands: the result has the joined dtype, each gradient its operand's.
+#[test]
+fn mixed_dtypes_project_gradients() {
+    let mut rng = Rng::seed(15);
+    let a = up(&rng.tensor(&[3, 4], DType::F32));
+    let b = up(&rng.tensor(&[4, 2], DType::F64));
+    let w = up(&rng.tensor(&[3, 2], DType::F64));
+    let op = ContractOp::new(ContractSpec::from_labels("ij", "jk", "ik").unwrap());
+    let (out, g) = loss_and_grads(
+        &|x| contract(&x[0], &x[1], &op).unwrap(),
+        &[a.clone(), b.clone()],
+        &w,
+    );
+    assert_eq!(out.dtype(), candle_core::DType::F64);
+    assert_eq!(g[0].dtype(), DType::F32);
+    assert_eq!(g[1].dtype(), DType::F64);
+    let want_ga = w
+        .matmul(&b.t().unwrap())
+        .unwrap()
+        .to_dtype(candle_core::DType::F32)
+        .unwrap();
+    check(tol(DType::F32), &g[0], &down(&want_ga), "f32 gradient");
+}
+
+/// Only the inputs candle tracks get a gradient (a constant operand costs no contraction).
+#[test]
+fn constants_get_no_gradient() {
+    let mut rng = Rng::seed(16);
+    let a = Var::from_tensor(&up(&rng.tensor(&[3, 4], DType::F64))).unwrap();
+    let b = up(&rng.tensor(&[4, 2], DType::F64));
+    let op = ContractOp::new(ContractSpec::from_labels("ij", "jk", "ik").unwrap());
+    let grads = contract(a.as_tensor(), &b, &op)
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    assert!(grads.get(a.as_tensor()).is_some());
+    assert!(grads.get(&b).is_none());
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    let mut rng = Rng::seed(17);
+    let a = up(&rng.tensor(&[3, 4], DType::F64));
+    let mm = ContractOp::new(ContractSpec::from_labels("ij", "jk", "ik").unwrap());
+    let e = contract(&a, &a.t().unwrap().narrow(0, 0, 3).unwrap(), &mm).unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    let e = contract(&a, &a.flatten_all().unwrap(), &mm).unwrap_err();
+    assert!(
+        matches!(e, Error::RankMismatch { ref arg, .. } if arg == "b"),
+        "{e}"
+    );
+    let half = a.to_dtype(candle_core::DType::F16).unwrap();
+    let e = contract(&half, &a, &mm).unwrap_err();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    let e = contract(&a, &a.t().unwrap(), &mm.clone().beta(1.0)).unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidArgument { ref arg, .. } if arg == "beta"),
+        "{e}"
+    );
+    let e = contract(
+        &a,
+        &a.t().unwrap(),
+        &mm.clone().alpha(adrules_core::Complex64::new(0.0, 1.0)),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::DTypeMismatch { ref arg, .. } if arg == "alpha"),
+        "{e}"
+    );
+    let e = add(&a, &AddOp::new(Permutation::identity(3))).unwrap_err();
+    assert!(matches!(e, Error::RankMismatch { .. }), "{e}");
+    let e = trace(
+        &up(&rng.tensor(&[3, 4], DType::F64)),
+        &TraceOp::new(TraceSpec::new(&[], &[0], &[1]).unwrap()),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    let e = be().from_host(rng.tensor(&[2], DType::C64)).unwrap_err();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+}
