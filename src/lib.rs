@@ -12,3 +12,7 @@ pub use adrules_core::*;
 /// The embedded strided CPU backend (feature `strided`, on by default).
 #[cfg(feature = "strided")]
 pub use adrules_strided as strided;
+
+/// The burn adapter: the rules as burn autodiff ops (feature `burn`).
+#[cfg(feature = "burn")]
+pub use adrules_burn as burn;

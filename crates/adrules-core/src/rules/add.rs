@@ -80,8 +80,27 @@ impl AddOp {
         a: &B::Tensor,
         active: Activity,
     ) -> Result<AddPullback<B>> {
+        let pb = self.pullback_at(be, c, a, active)?;
+        self.apply(be, c, a)?;
+        Ok(pb)
+    }
+
+    /// The pullback at the primal point `(C, A)` without computing the primal, for engines
+    /// that run the primal themselves (a custom op whose forward is a fused kernel). `c` is C
+    /// as it was *before* the update: only its shape and dtype are read, unless β is active
+    /// (then it is kept for `β̄`). Same pullback as [`rrule`](Self::rrule).
+    ///
+    /// # Errors
+    /// Shape or rank mismatch of `a` and `c` (see [`Permutation::check_add`]).
+    pub fn pullback_at<B: Backend>(
+        &self,
+        be: &B,
+        c: &B::Tensor,
+        a: &B::Tensor,
+        active: Activity,
+    ) -> Result<AddPullback<B>> {
         self.perm.check_add(&be.dims(a), &be.dims(c))?;
-        let pb = AddPullback {
+        Ok(AddPullback {
             backend: be.clone(),
             op: self.clone(),
             a: active.alpha.then(|| a.clone()),
@@ -89,9 +108,7 @@ impl AddOp {
             a_meta: Meta::of(be, a),
             c_meta: Meta::of(be, c),
             active,
-        };
-        self.apply(be, c, a)?;
-        Ok(pb)
+        })
     }
 
     /// The primal, updating `c` in place, and the tangent of the updated C.

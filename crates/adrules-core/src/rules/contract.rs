@@ -106,9 +106,28 @@ impl ContractOp {
         b: &B::Tensor,
         active: Activity,
     ) -> Result<ContractPullback<B>> {
+        let pb = self.pullback_at(be, c, a, b, active)?;
+        self.apply(be, c, a, b)?;
+        Ok(pb)
+    }
+
+    /// The pullback at the primal point `(C, A, B)` without computing the primal (see
+    /// [`AddOp::pullback_at`](super::AddOp::pullback_at)): `c` is C before the update, kept
+    /// only when β is active. Same pullback as [`rrule`](Self::rrule).
+    ///
+    /// # Errors
+    /// Shape or rank mismatch of `a`, `b` and `c` (see [`ContractSpec::check`]).
+    pub fn pullback_at<B: Backend>(
+        &self,
+        be: &B,
+        c: &B::Tensor,
+        a: &B::Tensor,
+        b: &B::Tensor,
+        active: Activity,
+    ) -> Result<ContractPullback<B>> {
         self.spec.check(&be.dims(a), &be.dims(b), &be.dims(c))?;
         let (spec_a, spec_b) = cotangent_specs(&self.spec)?;
-        let pb = ContractPullback {
+        Ok(ContractPullback {
             backend: be.clone(),
             op: self.clone(),
             spec_a,
@@ -120,9 +139,7 @@ impl ContractOp {
             b_meta: Meta::of(be, b),
             c_meta: Meta::of(be, c),
             active,
-        };
-        self.apply(be, c, a, b)?;
-        Ok(pb)
+        })
     }
 
     /// The primal, updating `c` in place, and the tangent of the updated C (computed before

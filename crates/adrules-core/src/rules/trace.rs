@@ -83,8 +83,26 @@ impl TraceOp {
         a: &B::Tensor,
         active: Activity,
     ) -> Result<TracePullback<B>> {
+        let pb = self.pullback_at(be, c, a, active)?;
+        self.apply(be, c, a)?;
+        Ok(pb)
+    }
+
+    /// The pullback at the primal point `(C, A)` without computing the primal (see
+    /// [`AddOp::pullback_at`](super::AddOp::pullback_at)): `c` is C before the update, kept
+    /// only when β is active. Same pullback as [`rrule`](Self::rrule).
+    ///
+    /// # Errors
+    /// Shape or rank mismatch of `a` and `c` (see [`TraceSpec::check`](crate::TraceSpec::check)).
+    pub fn pullback_at<B: Backend>(
+        &self,
+        be: &B,
+        c: &B::Tensor,
+        a: &B::Tensor,
+        active: Activity,
+    ) -> Result<TracePullback<B>> {
         self.spec.check(&be.dims(a), &be.dims(c))?;
-        let pb = TracePullback {
+        Ok(TracePullback {
             backend: be.clone(),
             op: self.clone(),
             a: active.alpha.then(|| a.clone()),
@@ -92,9 +110,7 @@ impl TraceOp {
             a_meta: Meta::of(be, a),
             c_meta: Meta::of(be, c),
             active,
-        };
-        self.apply(be, c, a)?;
-        Ok(pb)
+        })
     }
 
     /// The primal, updating `c` in place, and the tangent of the updated C.

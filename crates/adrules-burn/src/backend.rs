@@ -1,0 +1,517 @@
+//! [`BurnBackend`]: the core [`Backend`] trait on burn's float primitives, with burn's own ops.
+//!
+//! Every primitive replaces the handle `*c = β·c + α·term` (burn tensors are immutable
+//! values; Flex reuses a uniquely owned buffer in place), where `term` is built from burn ops
+//! that every burn backend implements:
+//!
+//! | primitive | burn ops |
+//! |---|---|
+//! | add `P_p(A)` | `float_permute` |
+//! | trace `P_p(tr_{q1,q2} A)` | permute to `(p…, q1…, q2…)`, reshape to `(P…, Q·Q)`, slice the diagonal with step `Q+1`, `float_sum_dim` |
+//! | add_to_diagonal | `float_slice_assign` with step `Q+1` into zeros, reshape, inverse permute, `float_add` |
+//! | contract | TTGT: permute A to `(open_a, contr_a)` and B to `(contr_b, open_b)`, reshape to matrices, `float_matmul`, reshape, permute by `perm_ab` |
+//! | inner | `float_mul`, `float_sum`, one scalar read back |
+//!
+//! so the shared rules run on every burn backend (Flex, CubeCL's CUDA/ROCm/Metal/Vulkan/wgpu,
+//! LibTorch, …) and stay on its device. Only f32 and f64 exist (burn has no complex dtype):
+//! complex data is [`Error::Unsupported`], conjugation flags are no-ops, and a complex α or β
+//! is [`Error::DTypeMismatch`] (projected to its real part in the projecting primitives).
+
+use std::fmt;
+
+use adrules_core::{
+    Backend, Conj, ContractSpec, DType, Dims, DynScalar, Error, HostData, HostTensor,
+    Permutation, Result, TraceSpec,
+};
+use burn_backend::tensor::FloatTensor;
+use burn_backend::{
+    Backend as BurnBackendTrait, FloatDType, Shape, Slice, TensorData, TensorMetadata, read_sync,
+};
+
+/// Name of this backend in errors.
+pub(crate) const NAME: &str = "burn";
+
+/// The dtypes burn stores that the rules accept.
+const DTYPES: [DType; 2] = [DType::F32, DType::F64];
+
+/// The shared rules' [`Backend`] on burn backend `B`'s float primitives, on one device.
+///
+/// `Tensor = FloatTensor<B>`: a burn primitive of any rank (including 0), f32 or f64, on
+/// [`device`](Self::device). Every primitive checks the dtype (f32/f64) and the device of its
+/// tensor arguments and returns [`Error::DTypeMismatch`] / [`Error::DeviceMismatch`] naming
+/// the argument; shapes are checked with the index specifications' own checks.
+pub struct BurnBackend<B: BurnBackendTrait> {
+    device: B::Device,
+}
+
+impl<B: BurnBackendTrait> Clone for BurnBackend<B> {
+    fn clone(&self) -> Self {
+        BurnBackend {
+            device: self.device.clone(),
+        }
+    }
+}
+
+impl<B: BurnBackendTrait> fmt::Debug for BurnBackend<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BurnBackend")
+            .field("backend", &B::name(&self.device))
+            .field("device", &self.device)
+            .finish()
+    }
+}
+
+/// Our dtype of a burn dtype, when the rules support it.
+pub(crate) fn dtype_of(d: burn_backend::DType) -> Option<DType> {
+    match d {
+        burn_backend::DType::F32 => Some(DType::F32),
+        burn_backend::DType::F64 => Some(DType::F64),
+        _ => None,
+    }
+}
+
+/// burn's float dtype of ours (f32 or f64; callers have rejected complex dtypes).
+fn float_dtype(d: DType) -> FloatDType {
+    if d.is_double() {
+        FloatDType::F64
+    } else {
+        FloatDType::F32
+    }
+}
+
+/// An engine error as ours.
+pub(crate) fn engine_error(e: impl fmt::Display) -> Error {
+    Error::Backend {
+        backend: NAME.into(),
+        message: e.to_string(),
+    }
+}
+
+fn unsupported(what: impl Into<String>) -> Error {
+    Error::Unsupported {
+        backend: NAME.into(),
+        what: what.into(),
+    }
+}
+
+/// Checks that a burn dtype is f32 or f64 (argument `arg`).
+pub(crate) fn check_dtype(arg: &str, d: burn_backend::DType) -> Result<DType> {
+    dtype_of(d).ok_or_else(|| {
+        unsupported(format!(
+            "dtype {} for `{arg}` (the rules run on f32 and f64)",
+            d.name()
+        ))
+    })
+}
+
+fn shape_of(dims: &[usize]) -> Shape {
+    Shape::from(dims.to_vec())
+}
+
+/// The real coefficient of a strict primitive, cast to the output dtype.
+fn coefficient(x: DynScalar, dtype: DType, arg: &str) -> Result<f64> {
+    Ok(x.cast(dtype, arg)?.re())
+}
+
+impl<B: BurnBackendTrait> BurnBackend<B> {
+    /// The backend on `device`.
+    pub fn new(device: B::Device) -> Self {
+        BurnBackend { device }
+    }
+
+    /// The device every tensor of this backend lives on.
+    pub fn device(&self) -> &B::Device {
+        &self.device
+    }
+
+    /// Checks dtype (f32/f64) and device of a tensor argument `arg`.
+    pub(crate) fn check(&self, arg: &str, t: &FloatTensor<B>) -> Result<DType> {
+        let dtype = check_dtype(arg, t.dtype())?;
+        let device = t.device();
+        if device != self.device {
+            return Err(Error::DeviceMismatch {
+                arg: arg.into(),
+                expected: format!("{:?}", self.device),
+                actual: format!("{device:?}"),
+            });
+        }
+        Ok(dtype)
+    }
+
+    /// Checks that `input` (of argument `arg`) promotes losslessly to `output`.
+    fn check_promotes(arg: &str, input: DType, output: DType) -> Result<()> {
+        if input.promotes_to(output) {
+            Ok(())
+        } else {
+            Err(Error::DTypeMismatch {
+                arg: arg.into(),
+                expected: format!("a dtype that promotes to {output}"),
+                actual: input,
+            })
+        }
+    }
+
+    /// `t` in dtype `to` (no-op when it already is).
+    fn cast(t: FloatTensor<B>, to: DType) -> FloatTensor<B> {
+        if dtype_of(t.dtype()) == Some(to) {
+            t
+        } else {
+            B::float_cast(t, float_dtype(to))
+        }
+    }
+
+    fn permute(t: FloatTensor<B>, axes: &[usize]) -> FloatTensor<B> {
+        if axes.iter().enumerate().all(|(m, &p)| m == p) {
+            t
+        } else {
+            B::float_permute(t, axes)
+        }
+    }
+
+    fn scaled(t: FloatTensor<B>, s: f64) -> FloatTensor<B> {
+        if s == 1.0 {
+            t
+        } else {
+            B::float_mul_scalar(t, s.into())
+        }
+    }
+
+    /// A tensor of the given shape and dtype whose values are never read: a broadcast of one
+    /// zero (no allocation of its size on backends with lazy expand, such as Flex).
+    pub(crate) fn placeholder(&self, dims: &[usize], dtype: DType) -> FloatTensor<B> {
+        let one = B::float_zeros(
+            shape_of(&vec![1; dims.len()]),
+            &self.device,
+            float_dtype(dtype),
+        );
+        B::float_expand(one, shape_of(dims))
+    }
+
+    /// `*c = β·c + α·term` with `β = 0` a strong zero (C not read); `term` has C's shape and
+    /// dtype, α and β are already real numbers.
+    fn update(c: &mut FloatTensor<B>, term: FloatTensor<B>, alpha: f64, beta: f64) {
+        let term = Self::scaled(term, alpha);
+        *c = if beta == 0.0 {
+            term
+        } else {
+            B::float_add(Self::scaled(c.clone(), beta), term)
+        };
+    }
+
+    /// Checks C, A and the coefficients of a strict primitive; returns C's dtype and the real
+    /// α and β.
+    fn strict(
+        &self,
+        c: &FloatTensor<B>,
+        a: &FloatTensor<B>,
+        alpha: DynScalar,
+        beta: DynScalar,
+    ) -> Result<(DType, f64, f64)> {
+        let dc = self.check("c", c)?;
+        let da = self.check("a", a)?;
+        Self::check_promotes("a", da, dc)?;
+        Ok((
+            dc,
+            coefficient(alpha, dc, "alpha")?,
+            coefficient(beta, dc, "beta")?,
+        ))
+    }
+
+    /// `P_p(A)` in dtype `to`.
+    fn add_term(a: &FloatTensor<B>, p: &Permutation, to: DType) -> FloatTensor<B> {
+        Self::permute(Self::cast(a.clone(), to), p.as_slice())
+    }
+
+    fn add_checked(
+        &self,
+        c: &mut FloatTensor<B>,
+        a: &FloatTensor<B>,
+        p: &Permutation,
+        alpha: f64,
+        beta: f64,
+        dc: DType,
+    ) {
+        Self::update(c, Self::add_term(a, p, dc), alpha, beta);
+    }
+
+    /// `tr_{q1,q2}(A)` permuted by `p`, in dtype `to` (shapes already checked).
+    fn trace_term(&self, a: &FloatTensor<B>, spec: &TraceSpec, to: DType) -> FloatTensor<B> {
+        let dims = a.shape().to_vec();
+        let kept: Vec<usize> = spec.p().iter().map(|&i| dims[i]).collect();
+        let q: usize = spec.q1().iter().map(|&i| dims[i]).product();
+        if q == 0 || kept.contains(&0) {
+            return B::float_zeros(shape_of(&kept), &self.device, float_dtype(to));
+        }
+        let order: Vec<usize> = spec
+            .p()
+            .iter()
+            .chain(spec.q1())
+            .chain(spec.q2())
+            .copied()
+            .collect();
+        let t = Self::permute(Self::cast(a.clone(), to), &order);
+        let mut flat = kept.clone();
+        flat.push(q * q);
+        let t = B::float_reshape(t, shape_of(&flat));
+        let diagonal = Self::diagonal_slices(kept.len(), q);
+        let t = B::float_slice(t, &diagonal);
+        let t = B::float_sum_dim(t, kept.len());
+        B::float_reshape(t, shape_of(&kept))
+    }
+
+    /// Slices selecting, on the last axis of a `(…, Q·Q)` tensor, the `Q` diagonal entries
+    /// (step `Q + 1`).
+    fn diagonal_slices(leading: usize, q: usize) -> Vec<Slice> {
+        let mut s = vec![Slice::full(); leading];
+        s.push(Slice::new(0, Some((q * q) as isize), (q + 1) as isize));
+        s
+    }
+
+    /// `P_{pAB}(A·B)` in dtype `to` (shapes already checked), by TTGT.
+    fn contract_term(
+        a: &FloatTensor<B>,
+        b: &FloatTensor<B>,
+        spec: &ContractSpec,
+        to: DType,
+    ) -> FloatTensor<B> {
+        let (da, db) = (a.shape().to_vec(), b.shape().to_vec());
+        let open_a: Vec<usize> = spec.open_a().iter().map(|&i| da[i]).collect();
+        let open_b: Vec<usize> = spec.open_b().iter().map(|&i| db[i]).collect();
+        let m: usize = open_a.iter().product();
+        let n: usize = open_b.iter().product();
+        let k: usize = spec.contr_a().iter().map(|&i| da[i]).product();
+        let pa: Vec<usize> = spec.open_a().iter().chain(spec.contr_a()).copied().collect();
+        let pb: Vec<usize> = spec.contr_b().iter().chain(spec.open_b()).copied().collect();
+        let am = B::float_reshape(
+            Self::permute(Self::cast(a.clone(), to), &pa),
+            Shape::new([m, k]),
+        );
+        let bm = B::float_reshape(
+            Self::permute(Self::cast(b.clone(), to), &pb),
+            Shape::new([k, n]),
+        );
+        let cm = B::float_matmul(am, bm);
+        let inter: Vec<usize> = open_a.iter().chain(&open_b).copied().collect();
+        Self::permute(
+            B::float_reshape(cm, shape_of(&inter)),
+            spec.perm_ab().as_slice(),
+        )
+    }
+
+    fn read(&self, t: FloatTensor<B>) -> Result<TensorData> {
+        read_sync(B::float_into_data(t)).map_err(engine_error)
+    }
+}
+
+impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
+    type Tensor = FloatTensor<B>;
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn dtypes(&self) -> &'static [DType] {
+        &DTYPES
+    }
+
+    fn dims(&self, t: &Self::Tensor) -> Dims {
+        t.shape().iter().copied().collect()
+    }
+
+    /// f32 or f64; any other burn dtype reads as f32 here and is rejected with a typed error
+    /// by every primitive that receives it.
+    fn dtype(&self, t: &Self::Tensor) -> DType {
+        dtype_of(t.dtype()).unwrap_or(DType::F32)
+    }
+
+    fn zeros(&self, dims: &[usize], dtype: DType) -> Result<Self::Tensor> {
+        if dtype.is_complex() {
+            return Err(unsupported(format!("{dtype} tensors")));
+        }
+        Ok(B::float_zeros(
+            shape_of(dims),
+            &self.device,
+            float_dtype(dtype),
+        ))
+    }
+
+    fn to_host(&self, t: &Self::Tensor) -> Result<HostTensor> {
+        let dtype = self.check("tensor", t)?;
+        let dims = self.dims(t);
+        let data = self.read(t.clone())?;
+        let host = if dtype.is_double() {
+            HostData::F64(data.try_into_vec::<f64>().map_err(engine_error)?)
+        } else {
+            HostData::F32(data.try_into_vec::<f32>().map_err(engine_error)?)
+        };
+        HostTensor::new(&dims, host)
+    }
+
+    fn from_host(&self, h: HostTensor) -> Result<Self::Tensor> {
+        let (dims, data) = h.into_parts();
+        let data = match data {
+            HostData::F32(v) => TensorData::new(v, shape_of(&dims)),
+            HostData::F64(v) => TensorData::new(v, shape_of(&dims)),
+            other => return Err(unsupported(format!("{} tensors", other.dtype()))),
+        };
+        Ok(B::float_from_data(data, &self.device))
+    }
+
+    fn add(
+        &self,
+        c: &mut Self::Tensor,
+        a: &Self::Tensor,
+        p: &Permutation,
+        _conj: Conj,
+        alpha: DynScalar,
+        beta: DynScalar,
+    ) -> Result<()> {
+        let (dc, alpha, beta) = self.strict(c, a, alpha, beta)?;
+        p.check_add(&self.dims(a), &self.dims(c))?;
+        self.add_checked(c, a, p, alpha, beta, dc);
+        Ok(())
+    }
+
+    fn add_projected(
+        &self,
+        c: &mut Self::Tensor,
+        a: &Self::Tensor,
+        p: &Permutation,
+        _conj: Conj,
+        alpha: DynScalar,
+        beta: DynScalar,
+    ) -> Result<()> {
+        let dc = self.check("c", c)?;
+        self.check("a", a)?;
+        let beta = coefficient(beta, dc, "beta")?;
+        p.check_add(&self.dims(a), &self.dims(c))?;
+        // Real data: the real part of α·P(A) is Re(α)·P(A), rounded to C's precision.
+        self.add_checked(c, a, p, alpha.re(), beta, dc);
+        Ok(())
+    }
+
+    fn trace(
+        &self,
+        c: &mut Self::Tensor,
+        a: &Self::Tensor,
+        spec: &TraceSpec,
+        _conj: Conj,
+        alpha: DynScalar,
+        beta: DynScalar,
+    ) -> Result<()> {
+        let (dc, alpha, beta) = self.strict(c, a, alpha, beta)?;
+        spec.check(&self.dims(a), &self.dims(c))?;
+        let term = self.trace_term(a, spec, dc);
+        Self::update(c, term, alpha, beta);
+        Ok(())
+    }
+
+    fn add_to_diagonal(
+        &self,
+        a: &mut Self::Tensor,
+        c: &Self::Tensor,
+        spec: &TraceSpec,
+        _conj: Conj,
+        alpha: DynScalar,
+    ) -> Result<()> {
+        let da = self.check("a", a)?;
+        self.check("c", c)?;
+        let dims = self.dims(a);
+        spec.check(&dims, &self.dims(c))?;
+        let kept: Vec<usize> = spec.p().iter().map(|&i| dims[i]).collect();
+        let q: usize = spec.q1().iter().map(|&i| dims[i]).product();
+        if q == 0 || kept.contains(&0) {
+            return Ok(());
+        }
+        // Real data: proj(α·C) = Re(α)·C rounded to A's precision.
+        let values = Self::scaled(Self::cast(c.clone(), da), alpha.re());
+        let mut column = kept.clone();
+        column.push(1);
+        let mut band = kept.clone();
+        band.push(q);
+        let values = B::float_expand(B::float_reshape(values, shape_of(&column)), shape_of(&band));
+        let mut flat = kept.clone();
+        flat.push(q * q);
+        let zeros = B::float_zeros(shape_of(&flat), &self.device, float_dtype(da));
+        let diagonal = Self::diagonal_slices(kept.len(), q);
+        let full = B::float_slice_assign(zeros, &diagonal, values);
+        let order: Vec<usize> = spec
+            .p()
+            .iter()
+            .chain(spec.q1())
+            .chain(spec.q2())
+            .copied()
+            .collect();
+        let ordered: Vec<usize> = order.iter().map(|&i| dims[i]).collect();
+        let full = B::float_reshape(full, shape_of(&ordered));
+        let inverse = Permutation::named("trace spec (p, q1, q2)", &order)?.inverse();
+        let full = Self::permute(full, inverse.as_slice());
+        *a = B::float_add(a.clone(), full);
+        Ok(())
+    }
+
+    fn contract(
+        &self,
+        c: &mut Self::Tensor,
+        a: &Self::Tensor,
+        b: &Self::Tensor,
+        spec: &ContractSpec,
+        _conj_a: Conj,
+        _conj_b: Conj,
+        alpha: DynScalar,
+        beta: DynScalar,
+    ) -> Result<()> {
+        let (dc, alpha, beta) = self.strict(c, a, alpha, beta)?;
+        let db = self.check("b", b)?;
+        Self::check_promotes("b", db, dc)?;
+        spec.check(&self.dims(a), &self.dims(b), &self.dims(c))?;
+        let term = Self::contract_term(a, b, spec, dc);
+        Self::update(c, term, alpha, beta);
+        Ok(())
+    }
+
+    fn inner(&self, x: &Self::Tensor, y: &Self::Tensor) -> Result<DynScalar> {
+        let dx = self.check("x", x)?;
+        let dy = self.check("y", y)?;
+        let (sx, sy) = (self.dims(x), self.dims(y));
+        if sx != sy {
+            return Err(Error::shape("y", &sx, &sy));
+        }
+        let dtype = dx.join(dy);
+        if sx.contains(&0) {
+            return Ok(DynScalar::zero(dtype));
+        }
+        let prod = B::float_mul(Self::cast(x.clone(), dtype), Self::cast(y.clone(), dtype));
+        let sum = self.read(B::float_sum(prod))?;
+        let value = sum
+            .iter::<f64>()
+            .next()
+            .ok_or_else(|| engine_error("float_sum returned no element"))?;
+        Ok(DynScalar::from_c64(value.into(), dtype))
+    }
+
+    fn scale(&self, t: &mut Self::Tensor, s: DynScalar) -> Result<()> {
+        let dt = self.check("t", t)?;
+        let s = coefficient(s, dt, "s")?;
+        *t = if s == 0.0 {
+            B::float_zeros(t.shape(), &self.device, float_dtype(dt))
+        } else {
+            Self::scaled(t.clone(), s)
+        };
+        Ok(())
+    }
+
+    fn scalar(&self, t: &Self::Tensor) -> Result<DynScalar> {
+        let dtype = self.check("tensor", t)?;
+        let rank = t.shape().num_dims();
+        if rank != 0 {
+            return Err(Error::rank("tensor", 0, rank));
+        }
+        let data = self.read(t.clone())?;
+        let value = data
+            .iter::<f64>()
+            .next()
+            .ok_or_else(|| engine_error("rank-0 tensor without an element"))?;
+        Ok(DynScalar::from_c64(value.into(), dtype))
+    }
+}

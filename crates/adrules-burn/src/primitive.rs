@@ -1,0 +1,46 @@
+//! The ops on burn backend primitives, generic over every burn backend.
+
+use adrules_core::{Error, Result};
+use burn_autodiff::Autodiff;
+use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn_backend::tensor::FloatTensor;
+use burn_backend::{Backend, TensorMetadata};
+
+use crate::backend::BurnBackend;
+use crate::node::{Rule, record};
+use crate::op::Op;
+
+/// Runs `op` on `inputs` (see [`Op`] for their order), primitives of any burn backend `B`,
+/// without recording anything: the primal only.
+///
+/// # Errors
+/// [`Error::CountMismatch`] for a wrong number of inputs; [`Error::InvalidArgument`]
+/// (`"beta"`) for a nonzero β without C; [`Error::Unsupported`] for a dtype other than f32
+/// or f64; [`Error::DeviceMismatch`] for inputs on different devices; rank, shape and index
+/// errors of the op.
+pub fn forward<B: Backend, const N: usize>(
+    op: &Op,
+    inputs: [FloatTensor<B>; N],
+) -> Result<FloatTensor<B>> {
+    let call = op.call(N)?;
+    let first = inputs.first().ok_or_else(|| Error::CountMismatch {
+        arg: "inputs".into(),
+        expected: op.operands(),
+        actual: 0,
+    })?;
+    call.primal(&BurnBackend::<B>::new(first.device()), &inputs)
+}
+
+/// Runs `op` on `inputs` (see [`Op`] for their order), primitives of `Autodiff<B, C>` for
+/// any burn backend `B` and checkpointing strategy `C`, and records it as one node of the
+/// autodiff graph with every input as a parent; its backward is the shared pullback on
+/// [`BurnBackend<B>`] (see [`crate::node`] for checkpointing and failure handling).
+///
+/// # Errors
+/// As [`forward`], all returned before any node is recorded.
+pub fn forward_autodiff<B: Backend, C: CheckpointStrategy, const N: usize>(
+    op: &Op,
+    inputs: [FloatTensor<Autodiff<B, C>>; N],
+) -> Result<FloatTensor<Autodiff<B, C>>> {
+    record::<B, C, _, N>(op.call(N)?, inputs)
+}
