@@ -13,7 +13,13 @@
 //! | inner | `float_mul`, `float_sum`, one scalar read back |
 //!
 //! so the shared rules run on every burn backend (Flex, CubeCL's CUDA/ROCm/Metal/Vulkan/wgpu,
-//! LibTorch, …) and stay on its device. Only f32 and f64 exist (burn has no complex dtype):
+//! LibTorch, …) and stay on its device.
+//!
+//! # Scalars
+//! burn writes a scalar as a tensor of shape `[1]` (its autodiff and several backends do not
+//! take rank-0 tensors), so a [`BurnTensor`] pairs a primitive with its logical shape: a
+//! logical rank-0 tensor is stored as a one-element primitive of shape `[1]` (or `[]` when it
+//! was handed in so), every other tensor as a primitive of exactly its shape. Only f32 and f64 exist (burn has no complex dtype):
 //! complex data is [`Error::Unsupported`], conjugation flags are no-ops, and a complex α or β
 //! is [`Error::DTypeMismatch`] (projected to its real part in the projecting primitives).
 
@@ -34,10 +40,99 @@ pub(crate) const NAME: &str = "burn";
 /// The dtypes burn stores that the rules accept.
 const DTYPES: [DType; 2] = [DType::F32, DType::F64];
 
+/// A burn float primitive with its logical shape (see the module docs on scalars): the
+/// [`Backend::Tensor`] of [`BurnBackend`]. Cheap to clone (burn handles are reference
+/// counted).
+pub struct BurnTensor<B: BurnBackendTrait> {
+    primitive: FloatTensor<B>,
+    dims: Dims,
+}
+
+impl<B: BurnBackendTrait> Clone for BurnTensor<B> {
+    fn clone(&self) -> Self {
+        BurnTensor {
+            primitive: self.primitive.clone(),
+            dims: self.dims.clone(),
+        }
+    }
+}
+
+impl<B: BurnBackendTrait> fmt::Debug for BurnTensor<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BurnTensor")
+            .field("dims", &self.dims)
+            .field("primitive", &self.primitive)
+            .finish()
+    }
+}
+
+/// The primitive shape of logical dims: the dims, or `[1]` for a scalar.
+pub(crate) fn physical(dims: &[usize]) -> Shape {
+    if dims.is_empty() {
+        Shape::new([1])
+    } else {
+        shape_of(dims)
+    }
+}
+
+impl<B: BurnBackendTrait> BurnTensor<B> {
+    /// The primitive with its own shape as logical shape.
+    pub fn new(primitive: FloatTensor<B>) -> Self {
+        let dims = primitive.shape().iter().copied().collect();
+        BurnTensor { primitive, dims }
+    }
+
+    /// The primitive read as a tensor of rank `rank`: a scalar when `rank` is 0 and the
+    /// primitive has one element (burn's shape-`[1]` convention), its own shape otherwise.
+    pub fn with_rank(primitive: FloatTensor<B>, rank: usize) -> Self {
+        let shape = primitive.shape();
+        if rank == 0 && shape.num_elements() == 1 && shape.num_dims() <= 1 {
+            BurnTensor {
+                primitive,
+                dims: Dims::new(),
+            }
+        } else {
+            Self::new(primitive)
+        }
+    }
+
+    /// The logical shape.
+    pub fn dims(&self) -> &[usize] {
+        &self.dims
+    }
+
+    /// The primitive.
+    pub fn primitive(&self) -> &FloatTensor<B> {
+        &self.primitive
+    }
+
+    /// The primitive, reshaped to `shape` when it differs (a scalar's `[1]` / `[]`).
+    pub fn into_primitive_shaped(self, shape: &[usize]) -> FloatTensor<B> {
+        if self.primitive.shape().as_slice() == shape {
+            self.primitive
+        } else {
+            B::float_reshape(self.primitive, shape_of(shape))
+        }
+    }
+
+    /// The primitive.
+    pub fn into_primitive(self) -> FloatTensor<B> {
+        self.primitive
+    }
+
+    /// A primitive of shape `physical(dims)` holding a tensor of logical shape `dims`.
+    fn logical(primitive: FloatTensor<B>, dims: &[usize]) -> Self {
+        BurnTensor {
+            primitive,
+            dims: dims.iter().copied().collect(),
+        }
+    }
+}
+
 /// The shared rules' [`Backend`] on burn backend `B`'s float primitives, on one device.
 ///
-/// `Tensor = FloatTensor<B>`: a burn primitive of any rank (including 0), f32 or f64, on
-/// [`device`](Self::device). Every primitive checks the dtype (f32/f64) and the device of its
+/// `Tensor = BurnTensor<B>`: a burn primitive of any logical rank (including 0), f32 or f64,
+/// on [`device`](Self::device). Every primitive checks the dtype (f32/f64) and the device of its
 /// tensor arguments and returns [`Error::DTypeMismatch`] / [`Error::DeviceMismatch`] naming
 /// the argument; shapes are checked with the index specifications' own checks.
 pub struct BurnBackend<B: BurnBackendTrait> {
@@ -124,8 +219,8 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
         &self.device
     }
 
-    /// Checks dtype (f32/f64) and device of a tensor argument `arg`.
-    pub(crate) fn check(&self, arg: &str, t: &FloatTensor<B>) -> Result<DType> {
+    /// Checks dtype (f32/f64) and device of a primitive argument `arg`.
+    pub(crate) fn check_primitive(&self, arg: &str, t: &FloatTensor<B>) -> Result<DType> {
         let dtype = check_dtype(arg, t.dtype())?;
         let device = t.device();
         if device != self.device {
@@ -136,6 +231,11 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
             });
         }
         Ok(dtype)
+    }
+
+    /// Checks dtype (f32/f64) and device of a tensor argument `arg`.
+    pub(crate) fn check(&self, arg: &str, t: &BurnTensor<B>) -> Result<DType> {
+        self.check_primitive(arg, &t.primitive)
     }
 
     /// Checks that `input` (of argument `arg`) promotes losslessly to `output`.
@@ -151,20 +251,32 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
         }
     }
 
-    /// `t` in dtype `to` (no-op when it already is).
-    fn cast(t: FloatTensor<B>, to: DType) -> FloatTensor<B> {
-        if dtype_of(t.dtype()) == Some(to) {
-            t
+    /// The primitive of `t` in dtype `to` (no-op when it already is).
+    fn cast(t: &BurnTensor<B>, to: DType) -> FloatTensor<B> {
+        let p = t.primitive.clone();
+        if dtype_of(p.dtype()) == Some(to) {
+            p
         } else {
-            B::float_cast(t, float_dtype(to))
+            B::float_cast(p, float_dtype(to))
         }
     }
 
+    /// `t` permuted by `axes` (no-op for the identity, including on scalars).
     fn permute(t: FloatTensor<B>, axes: &[usize]) -> FloatTensor<B> {
         if axes.iter().enumerate().all(|(m, &p)| m == p) {
             t
         } else {
             B::float_permute(t, axes)
+        }
+    }
+
+    /// `t` reshaped to the primitive shape of logical `dims`.
+    fn reshape(t: FloatTensor<B>, dims: &[usize]) -> FloatTensor<B> {
+        let shape = physical(dims);
+        if t.shape() == shape {
+            t
+        } else {
+            B::float_reshape(t, shape)
         }
     }
 
@@ -178,23 +290,24 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
 
     /// A tensor of the given shape and dtype whose values are never read: a broadcast of one
     /// zero (no allocation of its size on backends with lazy expand, such as Flex).
-    pub(crate) fn placeholder(&self, dims: &[usize], dtype: DType) -> FloatTensor<B> {
+    pub(crate) fn placeholder(&self, dims: &[usize], dtype: DType) -> BurnTensor<B> {
+        let shape = physical(dims);
         let one = B::float_zeros(
-            shape_of(&vec![1; dims.len()]),
+            Shape::from(vec![1; shape.num_dims()]),
             &self.device,
             float_dtype(dtype),
         );
-        B::float_expand(one, shape_of(dims))
+        BurnTensor::logical(B::float_expand(one, shape), dims)
     }
 
-    /// `*c = β·c + α·term` with `β = 0` a strong zero (C not read); `term` has C's shape and
-    /// dtype, α and β are already real numbers.
-    fn update(c: &mut FloatTensor<B>, term: FloatTensor<B>, alpha: f64, beta: f64) {
+    /// `c ← β·c + α·term` with `β = 0` a strong zero (C not read); `term` has C's primitive
+    /// shape and dtype, α and β are already real numbers.
+    fn update(c: &mut BurnTensor<B>, term: FloatTensor<B>, alpha: f64, beta: f64) {
         let term = Self::scaled(term, alpha);
-        *c = if beta == 0.0 {
+        c.primitive = if beta == 0.0 {
             term
         } else {
-            B::float_add(Self::scaled(c.clone(), beta), term)
+            B::float_add(Self::scaled(c.primitive.clone(), beta), term)
         };
     }
 
@@ -202,8 +315,8 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
     /// α and β.
     fn strict(
         &self,
-        c: &FloatTensor<B>,
-        a: &FloatTensor<B>,
+        c: &BurnTensor<B>,
+        a: &BurnTensor<B>,
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<(DType, f64, f64)> {
@@ -217,31 +330,9 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
         ))
     }
 
-    /// `P_p(A)` in dtype `to`.
-    fn add_term(a: &FloatTensor<B>, p: &Permutation, to: DType) -> FloatTensor<B> {
-        Self::permute(Self::cast(a.clone(), to), p.as_slice())
-    }
-
-    fn add_checked(
-        &self,
-        c: &mut FloatTensor<B>,
-        a: &FloatTensor<B>,
-        p: &Permutation,
-        alpha: f64,
-        beta: f64,
-        dc: DType,
-    ) {
-        Self::update(c, Self::add_term(a, p, dc), alpha, beta);
-    }
-
-    /// `tr_{q1,q2}(A)` permuted by `p`, in dtype `to` (shapes already checked).
-    fn trace_term(&self, a: &FloatTensor<B>, spec: &TraceSpec, to: DType) -> FloatTensor<B> {
-        let dims = a.shape().to_vec();
-        let kept: Vec<usize> = spec.p().iter().map(|&i| dims[i]).collect();
-        let q: usize = spec.q1().iter().map(|&i| dims[i]).product();
-        if q == 0 || kept.contains(&0) {
-            return B::float_zeros(shape_of(&kept), &self.device, float_dtype(to));
-        }
+    /// Axes `(p…, q1…, q2…)` of a trace, the kept dimensions and the product `Q` of the
+    /// traced ones.
+    fn trace_layout(spec: &TraceSpec, dims: &[usize]) -> (Vec<usize>, Vec<usize>, usize) {
         let order: Vec<usize> = spec
             .p()
             .iter()
@@ -249,14 +340,9 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
             .chain(spec.q2())
             .copied()
             .collect();
-        let t = Self::permute(Self::cast(a.clone(), to), &order);
-        let mut flat = kept.clone();
-        flat.push(q * q);
-        let t = B::float_reshape(t, shape_of(&flat));
-        let diagonal = Self::diagonal_slices(kept.len(), q);
-        let t = B::float_slice(t, &diagonal);
-        let t = B::float_sum_dim(t, kept.len());
-        B::float_reshape(t, shape_of(&kept))
+        let kept = spec.p().iter().map(|&i| dims[i]).collect();
+        let q = spec.q1().iter().map(|&i| dims[i]).product();
+        (order, kept, q)
     }
 
     /// Slices selecting, on the last axis of a `(…, Q·Q)` tensor, the `Q` diagonal entries
@@ -267,14 +353,27 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
         s
     }
 
+    /// `tr_{q1,q2}(A)` permuted by `p`, in dtype `to` (shapes already checked).
+    fn trace_term(&self, a: &BurnTensor<B>, spec: &TraceSpec, to: DType) -> FloatTensor<B> {
+        let (order, kept, q) = Self::trace_layout(spec, &a.dims);
+        if q == 0 || kept.contains(&0) {
+            return B::float_zeros(physical(&kept), &self.device, float_dtype(to));
+        }
+        let mut flat = kept.clone();
+        flat.push(q * q);
+        let t = B::float_reshape(Self::permute(Self::cast(a, to), &order), shape_of(&flat));
+        let t = B::float_slice(t, &Self::diagonal_slices(kept.len(), q));
+        Self::reshape(B::float_sum_dim(t, kept.len()), &kept)
+    }
+
     /// `P_{pAB}(A·B)` in dtype `to` (shapes already checked), by TTGT.
     fn contract_term(
-        a: &FloatTensor<B>,
-        b: &FloatTensor<B>,
+        a: &BurnTensor<B>,
+        b: &BurnTensor<B>,
         spec: &ContractSpec,
         to: DType,
     ) -> FloatTensor<B> {
-        let (da, db) = (a.shape().to_vec(), b.shape().to_vec());
+        let (da, db) = (&a.dims, &b.dims);
         let open_a: Vec<usize> = spec.open_a().iter().map(|&i| da[i]).collect();
         let open_b: Vec<usize> = spec.open_b().iter().map(|&i| db[i]).collect();
         let m: usize = open_a.iter().product();
@@ -282,29 +381,30 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
         let k: usize = spec.contr_a().iter().map(|&i| da[i]).product();
         let pa: Vec<usize> = spec.open_a().iter().chain(spec.contr_a()).copied().collect();
         let pb: Vec<usize> = spec.contr_b().iter().chain(spec.open_b()).copied().collect();
-        let am = B::float_reshape(
-            Self::permute(Self::cast(a.clone(), to), &pa),
-            Shape::new([m, k]),
-        );
-        let bm = B::float_reshape(
-            Self::permute(Self::cast(b.clone(), to), &pb),
-            Shape::new([k, n]),
-        );
-        let cm = B::float_matmul(am, bm);
+        let am = B::float_reshape(Self::permute(Self::cast(a, to), &pa), Shape::new([m, k]));
+        let bm = B::float_reshape(Self::permute(Self::cast(b, to), &pb), Shape::new([k, n]));
         let inter: Vec<usize> = open_a.iter().chain(&open_b).copied().collect();
-        Self::permute(
-            B::float_reshape(cm, shape_of(&inter)),
-            spec.perm_ab().as_slice(),
-        )
+        let cm = Self::reshape(B::float_matmul(am, bm), &inter);
+        Self::permute(cm, spec.perm_ab().as_slice())
     }
 
     fn read(&self, t: FloatTensor<B>) -> Result<TensorData> {
         read_sync(B::float_into_data(t)).map_err(engine_error)
     }
+
+    /// The one value of a one-element primitive, in `dtype`.
+    fn read_value(&self, t: FloatTensor<B>, dtype: DType) -> Result<DynScalar> {
+        let data = self.read(t)?;
+        let value = data
+            .iter::<f64>()
+            .next()
+            .ok_or_else(|| engine_error("a one-element tensor read back without an element"))?;
+        Ok(DynScalar::from_c64(value.into(), dtype))
+    }
 }
 
 impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
-    type Tensor = FloatTensor<B>;
+    type Tensor = BurnTensor<B>;
 
     fn name(&self) -> &'static str {
         NAME
@@ -315,46 +415,45 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
     }
 
     fn dims(&self, t: &Self::Tensor) -> Dims {
-        t.shape().iter().copied().collect()
+        t.dims.clone()
     }
 
     /// f32 or f64; any other burn dtype reads as f32 here and is rejected with a typed error
     /// by every primitive that receives it.
     fn dtype(&self, t: &Self::Tensor) -> DType {
-        dtype_of(t.dtype()).unwrap_or(DType::F32)
+        dtype_of(t.primitive.dtype()).unwrap_or(DType::F32)
     }
 
     fn zeros(&self, dims: &[usize], dtype: DType) -> Result<Self::Tensor> {
         if dtype.is_complex() {
             return Err(unsupported(format!("{dtype} tensors")));
         }
-        Ok(B::float_zeros(
-            shape_of(dims),
-            &self.device,
-            float_dtype(dtype),
-        ))
+        let p = B::float_zeros(physical(dims), &self.device, float_dtype(dtype));
+        Ok(BurnTensor::logical(p, dims))
     }
 
     fn to_host(&self, t: &Self::Tensor) -> Result<HostTensor> {
         let dtype = self.check("tensor", t)?;
-        let dims = self.dims(t);
-        let data = self.read(t.clone())?;
+        let data = self.read(t.primitive.clone())?;
         let host = if dtype.is_double() {
             HostData::F64(data.try_into_vec::<f64>().map_err(engine_error)?)
         } else {
             HostData::F32(data.try_into_vec::<f32>().map_err(engine_error)?)
         };
-        HostTensor::new(&dims, host)
+        HostTensor::new(&t.dims, host)
     }
 
     fn from_host(&self, h: HostTensor) -> Result<Self::Tensor> {
         let (dims, data) = h.into_parts();
         let data = match data {
-            HostData::F32(v) => TensorData::new(v, shape_of(&dims)),
-            HostData::F64(v) => TensorData::new(v, shape_of(&dims)),
+            HostData::F32(v) => TensorData::new(v, physical(&dims)),
+            HostData::F64(v) => TensorData::new(v, physical(&dims)),
             other => return Err(unsupported(format!("{} tensors", other.dtype()))),
         };
-        Ok(B::float_from_data(data, &self.device))
+        Ok(BurnTensor::logical(
+            B::float_from_data(data, &self.device),
+            &dims,
+        ))
     }
 
     fn add(
@@ -367,8 +466,8 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
         beta: DynScalar,
     ) -> Result<()> {
         let (dc, alpha, beta) = self.strict(c, a, alpha, beta)?;
-        p.check_add(&self.dims(a), &self.dims(c))?;
-        self.add_checked(c, a, p, alpha, beta, dc);
+        p.check_add(&a.dims, &c.dims)?;
+        Self::update(c, Self::permute(Self::cast(a, dc), p.as_slice()), alpha, beta);
         Ok(())
     }
 
@@ -384,9 +483,10 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
         let dc = self.check("c", c)?;
         self.check("a", a)?;
         let beta = coefficient(beta, dc, "beta")?;
-        p.check_add(&self.dims(a), &self.dims(c))?;
+        p.check_add(&a.dims, &c.dims)?;
         // Real data: the real part of α·P(A) is Re(α)·P(A), rounded to C's precision.
-        self.add_checked(c, a, p, alpha.re(), beta, dc);
+        let term = Self::permute(Self::cast(a, dc), p.as_slice());
+        Self::update(c, term, alpha.re(), beta);
         Ok(())
     }
 
@@ -400,7 +500,7 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
         beta: DynScalar,
     ) -> Result<()> {
         let (dc, alpha, beta) = self.strict(c, a, alpha, beta)?;
-        spec.check(&self.dims(a), &self.dims(c))?;
+        spec.check(&a.dims, &c.dims)?;
         let term = self.trace_term(a, spec, dc);
         Self::update(c, term, alpha, beta);
         Ok(())
@@ -416,37 +516,25 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
     ) -> Result<()> {
         let da = self.check("a", a)?;
         self.check("c", c)?;
-        let dims = self.dims(a);
-        spec.check(&dims, &self.dims(c))?;
-        let kept: Vec<usize> = spec.p().iter().map(|&i| dims[i]).collect();
-        let q: usize = spec.q1().iter().map(|&i| dims[i]).product();
+        spec.check(&a.dims, &c.dims)?;
+        let (order, kept, q) = Self::trace_layout(spec, &a.dims);
         if q == 0 || kept.contains(&0) {
             return Ok(());
         }
-        // Real data: proj(α·C) = Re(α)·C rounded to A's precision.
-        let values = Self::scaled(Self::cast(c.clone(), da), alpha.re());
-        let mut column = kept.clone();
+        // Real data: proj(α·C) = Re(α)·C rounded to A's precision, written on the diagonal
+        // of zeros of A's shape in the order (p…, q1…, q2…), then permuted back.
+        let values = Self::scaled(Self::cast(c, da), alpha.re());
+        let (mut column, mut band, mut flat) = (kept.clone(), kept.clone(), kept.clone());
         column.push(1);
-        let mut band = kept.clone();
         band.push(q);
-        let values = B::float_expand(B::float_reshape(values, shape_of(&column)), shape_of(&band));
-        let mut flat = kept.clone();
         flat.push(q * q);
+        let values = B::float_expand(B::float_reshape(values, shape_of(&column)), shape_of(&band));
         let zeros = B::float_zeros(shape_of(&flat), &self.device, float_dtype(da));
-        let diagonal = Self::diagonal_slices(kept.len(), q);
-        let full = B::float_slice_assign(zeros, &diagonal, values);
-        let order: Vec<usize> = spec
-            .p()
-            .iter()
-            .chain(spec.q1())
-            .chain(spec.q2())
-            .copied()
-            .collect();
-        let ordered: Vec<usize> = order.iter().map(|&i| dims[i]).collect();
-        let full = B::float_reshape(full, shape_of(&ordered));
+        let full = B::float_slice_assign(zeros, &Self::diagonal_slices(kept.len(), q), values);
+        let ordered: Vec<usize> = order.iter().map(|&i| a.dims[i]).collect();
         let inverse = Permutation::named("trace spec (p, q1, q2)", &order)?.inverse();
-        let full = Self::permute(full, inverse.as_slice());
-        *a = B::float_add(a.clone(), full);
+        let full = Self::permute(B::float_reshape(full, shape_of(&ordered)), inverse.as_slice());
+        a.primitive = B::float_add(a.primitive.clone(), full);
         Ok(())
     }
 
@@ -464,7 +552,7 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
         let (dc, alpha, beta) = self.strict(c, a, alpha, beta)?;
         let db = self.check("b", b)?;
         Self::check_promotes("b", db, dc)?;
-        spec.check(&self.dims(a), &self.dims(b), &self.dims(c))?;
+        spec.check(&a.dims, &b.dims, &c.dims)?;
         let term = Self::contract_term(a, b, spec, dc);
         Self::update(c, term, alpha, beta);
         Ok(())
@@ -473,45 +561,33 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
     fn inner(&self, x: &Self::Tensor, y: &Self::Tensor) -> Result<DynScalar> {
         let dx = self.check("x", x)?;
         let dy = self.check("y", y)?;
-        let (sx, sy) = (self.dims(x), self.dims(y));
-        if sx != sy {
-            return Err(Error::shape("y", &sx, &sy));
+        if x.dims != y.dims {
+            return Err(Error::shape("y", &x.dims, &y.dims));
         }
         let dtype = dx.join(dy);
-        if sx.contains(&0) {
+        if x.dims.contains(&0) {
             return Ok(DynScalar::zero(dtype));
         }
-        let prod = B::float_mul(Self::cast(x.clone(), dtype), Self::cast(y.clone(), dtype));
-        let sum = self.read(B::float_sum(prod))?;
-        let value = sum
-            .iter::<f64>()
-            .next()
-            .ok_or_else(|| engine_error("float_sum returned no element"))?;
-        Ok(DynScalar::from_c64(value.into(), dtype))
+        let prod = B::float_mul(Self::cast(x, dtype), Self::cast(y, dtype));
+        self.read_value(B::float_sum(prod), dtype)
     }
 
     fn scale(&self, t: &mut Self::Tensor, s: DynScalar) -> Result<()> {
         let dt = self.check("t", t)?;
         let s = coefficient(s, dt, "s")?;
-        *t = if s == 0.0 {
-            B::float_zeros(t.shape(), &self.device, float_dtype(dt))
+        t.primitive = if s == 0.0 {
+            B::float_zeros(t.primitive.shape(), &self.device, float_dtype(dt))
         } else {
-            Self::scaled(t.clone(), s)
+            Self::scaled(t.primitive.clone(), s)
         };
         Ok(())
     }
 
     fn scalar(&self, t: &Self::Tensor) -> Result<DynScalar> {
         let dtype = self.check("tensor", t)?;
-        let rank = t.shape().num_dims();
-        if rank != 0 {
-            return Err(Error::rank("tensor", 0, rank));
+        if !t.dims.is_empty() {
+            return Err(Error::rank("tensor", 0, t.dims.len()));
         }
-        let data = self.read(t.clone())?;
-        let value = data
-            .iter::<f64>()
-            .next()
-            .ok_or_else(|| engine_error("rank-0 tensor without an element"))?;
-        Ok(DynScalar::from_c64(value.into(), dtype))
+        self.read_value(t.primitive.clone(), dtype)
     }
 }

@@ -28,7 +28,7 @@ mod op;
 mod primitive;
 mod tensor;
 
-pub use backend::BurnBackend;
+pub use backend::{BurnBackend, BurnTensor};
 pub use node::take_backward_errors;
 pub use op::Op;
 pub use primitive::{forward, forward_autodiff};

@@ -39,31 +39,35 @@ use burn_autodiff::{Autodiff, NodeId};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, TensorMetadata};
 
-use crate::backend::BurnBackend;
+use crate::backend::{BurnBackend, BurnTensor, dtype_of};
 
-/// Shape and dtype of a tensor.
+/// Logical shape, primitive shape and dtype of a tensor.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Meta {
     pub dims: Dims,
+    pub shape: Vec<usize>,
     pub dtype: DType,
 }
 
 impl Meta {
-    pub fn of<B: Backend>(be: &BurnBackend<B>, t: &FloatTensor<B>) -> Self {
-        use adrules_core::Backend as _;
+    pub fn of<B: Backend>(t: &BurnTensor<B>) -> Self {
         Meta {
-            dims: be.dims(t),
-            dtype: be.dtype(t),
+            dims: t.dims().iter().copied().collect(),
+            shape: t.primitive().shape().to_vec(),
+            dtype: dtype_of(t.primitive().dtype()).unwrap_or(DType::F32),
         }
     }
 }
 
 /// A primitive of the shared rules with `N` tensor inputs, in a fixed order.
 pub(crate) trait Rule: Clone + Debug + Send + Sync + 'static {
+    /// The rank input `i` has (a scalar input may come as burn's shape-`[1]` tensor).
+    fn input_rank(&self, i: usize) -> usize;
+
     /// Checks the inputs (ranks, shapes, dtypes and devices, through the [`BurnBackend`]
     /// primitives) and computes the primal.
-    fn primal<B: Backend>(&self, be: &BurnBackend<B>, x: &[FloatTensor<B>])
-    -> Result<FloatTensor<B>>;
+    fn primal<B: Backend>(&self, be: &BurnBackend<B>, x: &[BurnTensor<B>])
+    -> Result<BurnTensor<B>>;
 
     /// `true` when recomputing the primal is cheaper than keeping its output.
     fn memory_bound(&self) -> bool;
@@ -77,10 +81,17 @@ pub(crate) trait Rule: Clone + Debug + Send + Sync + 'static {
     fn pullback<B: Backend>(
         &self,
         be: &BurnBackend<B>,
-        x: &[FloatTensor<B>],
+        x: &[BurnTensor<B>],
         active: &[bool],
-        c_bar: &FloatTensor<B>,
-    ) -> Result<Vec<Option<FloatTensor<B>>>>;
+        c_bar: &BurnTensor<B>,
+    ) -> Result<Vec<Option<BurnTensor<B>>>>;
+}
+
+/// The inputs of `rule` as tensors of the ranks it expects.
+fn inputs<B: Backend, R: Rule>(rule: &R, x: impl Iterator<Item = FloatTensor<B>>) -> Vec<BurnTensor<B>> {
+    x.enumerate()
+        .map(|(i, t)| BurnTensor::with_rank(t, rule.input_rank(i)))
+        .collect()
 }
 
 static BACKWARD_ERRORS: Mutex<Vec<Error>> = Mutex::new(Vec::new());
@@ -103,24 +114,25 @@ pub fn take_backward_errors() -> Vec<Error> {
     std::mem::take(&mut *BACKWARD_ERRORS.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
-/// A NaN-filled tensor of `meta`'s shape and dtype on `be`'s device, reporting `e`.
+/// A NaN-filled primitive of `meta`'s primitive shape and dtype on `be`'s device, reporting
+/// `e`.
 fn poisoned<B: Backend>(be: &BurnBackend<B>, meta: &Meta, e: Error) -> FloatTensor<B> {
     report(e);
-    let dims: Vec<usize> = meta.dims.to_vec();
     let dtype = if meta.dtype.is_double() {
         burn_backend::FloatDType::F64
     } else {
         burn_backend::FloatDType::F32
     };
-    B::float_full(dims.into(), f64::NAN.into(), be.device(), dtype)
+    B::float_full(meta.shape.clone().into(), f64::NAN.into(), be.device(), dtype)
 }
 
-/// What a recorded node keeps for backward: the checkpoint ids of the inputs it reads, and
-/// every input's shape and dtype.
+/// What a recorded node keeps for backward: the checkpoint ids of the inputs it reads,
+/// every input's shapes and dtype, and the output's logical rank.
 #[derive(Clone, Debug)]
 pub(crate) struct NodeState<const N: usize> {
     kept: [Option<NodeId>; N],
     meta: Vec<Meta>,
+    output_rank: usize,
 }
 
 /// The backward step of a [`Rule`].
@@ -138,23 +150,32 @@ impl<B: Backend, R: Rule, const N: usize> Backward<B, N> for RuleBackward<R> {
     ) {
         let c_bar = grads.consume::<B>(&ops.node);
         let be = BurnBackend::<B>::new(c_bar.device());
+        let c_bar = BurnTensor::with_rank(c_bar, ops.state.output_rank);
         let active: Vec<bool> = ops.parents.iter().map(Option::is_some).collect();
-        let x: Vec<FloatTensor<B>> = ops
+        let x: Vec<BurnTensor<B>> = ops
             .state
             .kept
             .iter()
             .zip(&ops.state.meta)
             .map(|(id, meta)| match id {
-                Some(id) => checkpointer.retrieve_node_output::<FloatTensor<B>>(*id),
+                Some(id) => BurnTensor::with_rank(
+                    checkpointer.retrieve_node_output::<FloatTensor<B>>(*id),
+                    meta.dims.len(),
+                ),
                 None => be.placeholder(&meta.dims, meta.dtype),
             })
             .collect();
         let cotangents = self.0.pullback(&be, &x, &active, &c_bar);
         for (i, parent) in ops.parents.iter().enumerate() {
             let Some(parent) = parent else { continue };
+            let meta = &ops.state.meta[i];
             let g = match &cotangents {
-                Ok(c) => c.get(i).cloned().flatten(),
-                Err(e) => Some(poisoned(&be, &ops.state.meta[i], e.clone())),
+                Ok(c) => c
+                    .get(i)
+                    .cloned()
+                    .flatten()
+                    .map(|g| g.into_primitive_shaped(&meta.shape)),
+                Err(e) => Some(poisoned(&be, meta, e.clone())),
             };
             match g {
                 Some(g) => grads.register::<B>(parent.id, g),
@@ -163,7 +184,7 @@ impl<B: Backend, R: Rule, const N: usize> Backward<B, N> for RuleBackward<R> {
                         "pullback",
                         format!("no cotangent for active input {i} of {:?}", self.0),
                     );
-                    grads.register::<B>(parent.id, poisoned(&be, &ops.state.meta[i], e));
+                    grads.register::<B>(parent.id, poisoned(&be, meta, e));
                 }
             }
         }
@@ -191,10 +212,11 @@ impl<B: Backend, R: Rule, const N: usize> RetroForward for RetroRule<B, R, N> {
             None => Default::default(),
         };
         let be = BurnBackend::<B>::new(device);
-        let out = self
-            .rule
-            .primal(&be, &x)
-            .unwrap_or_else(|e| poisoned(&be, &self.output, e));
+        let x = inputs(&self.rule, x.into_iter());
+        let out = match self.rule.primal(&be, &x) {
+            Ok(out) => out.into_primitive_shaped(&self.output.shape),
+            Err(e) => poisoned(&be, &self.output, e),
+        };
         states.save(out_node, out);
     }
 }
@@ -213,9 +235,11 @@ pub(crate) fn record<B: Backend, C: CheckpointStrategy, R: Rule, const N: usize>
         None => Default::default(),
     };
     let be = BurnBackend::<B>::new(device);
-    let primals: Vec<FloatTensor<B>> = x.iter().map(|t| t.primitive().clone()).collect();
+    let primals = inputs(&rule, x.iter().map(|t| t.primitive().clone()));
     let out = rule.primal(&be, &primals)?;
-    let meta: Vec<Meta> = primals.iter().map(|t| Meta::of(&be, t)).collect();
+    let output = Meta::of(&out);
+    let out = out.into_primitive();
+    let meta: Vec<Meta> = primals.iter().map(Meta::of).collect();
     let active: Vec<bool> = x.iter().map(|t| t.is_tracked()).collect();
     let keeps = rule.keeps(&active);
     let prep = RuleBackward(rule.clone()).prepare::<C>(x.each_ref().map(|t| t.node()));
@@ -223,7 +247,7 @@ pub(crate) fn record<B: Backend, C: CheckpointStrategy, R: Rule, const N: usize>
         let retro = RetroRule::<B, R, N> {
             rule,
             inputs: x.each_ref().map(|t| t.id()),
-            output: Meta::of(&be, &out),
+            output: output.clone(),
             _backend: PhantomData,
         };
         prep.memory_bound().retro_forward(retro).parents(&x)
@@ -238,7 +262,15 @@ pub(crate) fn record<B: Backend, C: CheckpointStrategy, R: Rule, const N: usize>
                     kept[i] = Some(prep.checkpoint(t));
                 }
             }
-            prep.finish(NodeState { kept, meta }, out)
+            let output_rank = output.dims.len();
+            prep.finish(
+                NodeState {
+                    kept,
+                    meta,
+                    output_rank,
+                },
+                out,
+            )
         }
         OpsKind::UnTracked(prep) => prep.finish(out),
     })

@@ -10,9 +10,8 @@
 use adrules_core::rules::{Activity, AddOp, ContractOp, Cotangents, TraceOp};
 use adrules_core::{Backend as _, DType, Dims, DynScalar, Error, Result};
 use burn_backend::Backend;
-use burn_backend::tensor::FloatTensor;
 
-use crate::backend::BurnBackend;
+use crate::backend::{BurnBackend, BurnTensor};
 use crate::node::Rule;
 
 /// An operation of the shared rules on burn tensors (see the [module docs](self) for the
@@ -134,9 +133,9 @@ impl Call {
     fn output<B: Backend>(
         &self,
         be: &BurnBackend<B>,
-        x: &[FloatTensor<B>],
+        x: &[BurnTensor<B>],
         dims: impl FnOnce() -> Result<Dims>,
-    ) -> Result<FloatTensor<B>> {
+    ) -> Result<BurnTensor<B>> {
         if self.with_c {
             return Ok(x[0].clone());
         }
@@ -162,11 +161,21 @@ impl Call {
 }
 
 impl Rule for Call {
+    fn input_rank(&self, i: usize) -> usize {
+        match (i.checked_sub(self.k()), &self.op) {
+            (None, _) => self.op.output_rank(),
+            (Some(_), Op::Add(o)) => o.perm.len(),
+            (Some(_), Op::Trace(o)) => o.spec.rank_a(),
+            (Some(0), Op::Contract(o)) => o.spec.rank_a(),
+            (Some(_), Op::Contract(o)) => o.spec.rank_b(),
+        }
+    }
+
     fn primal<B: Backend>(
         &self,
         be: &BurnBackend<B>,
-        x: &[FloatTensor<B>],
-    ) -> Result<FloatTensor<B>> {
+        x: &[BurnTensor<B>],
+    ) -> Result<BurnTensor<B>> {
         let k = self.k();
         let expected = self.op.operands() + k;
         if x.len() != expected {
@@ -227,10 +236,10 @@ impl Rule for Call {
     fn pullback<B: Backend>(
         &self,
         be: &BurnBackend<B>,
-        x: &[FloatTensor<B>],
+        x: &[BurnTensor<B>],
         active: &[bool],
-        c_bar: &FloatTensor<B>,
-    ) -> Result<Vec<Option<FloatTensor<B>>>> {
+        c_bar: &BurnTensor<B>,
+    ) -> Result<Vec<Option<BurnTensor<B>>>> {
         let k = self.k();
         let act = self.activity(active);
         let g = match &self.op {

@@ -6,7 +6,7 @@ use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, TensorMetadata};
 
-use crate::backend::BurnBackend;
+use crate::backend::{BurnBackend, BurnTensor};
 use crate::node::{Rule, record};
 use crate::op::Op;
 
@@ -28,7 +28,13 @@ pub fn forward<B: Backend, const N: usize>(
         expected: op.operands(),
         actual: 0,
     })?;
-    call.primal(&BurnBackend::<B>::new(first.device()), &inputs)
+    let be = BurnBackend::<B>::new(first.device());
+    let x: Vec<BurnTensor<B>> = inputs
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| BurnTensor::with_rank(t, call.input_rank(i)))
+        .collect();
+    Ok(call.primal(&be, &x)?.into_primitive())
 }
 
 /// Runs `op` on `inputs` (see [`Op`] for their order), primitives of `Autodiff<B, C>` for

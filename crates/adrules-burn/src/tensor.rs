@@ -14,9 +14,9 @@
 //! into the dispatch enum gets [`Error::Unsupported`]; on those backends use [`forward`] /
 //! [`forward_autodiff`] on the primitives, which are generic over every burn backend.
 //!
-//! Scalars: burn's user tensors have rank ≥ 1 (burn writes a scalar as shape `[1]`), so an op
-//! whose output has rank 0 (a full trace or contraction) is not available here with `D = 0`;
-//! use the primitive functions, whose primitives have any rank, or keep one open axis.
+//! Scalars follow burn's convention (its `einsum` does the same): an op whose output has rank 0
+//! (a full trace or contraction) returns a `Tensor<1>` of shape `[1]`, and a rank-0 input
+//! (C of such an op) is passed as shape `[1]`.
 
 use adrules_core::rules::{AddOp, ContractOp, TraceOp};
 use adrules_core::{Error, Result};
@@ -66,14 +66,15 @@ impl Operand {
 ///
 /// # Errors
 /// Checked before anything is recorded: [`Error::RankMismatch`] (`"output"`) when `D` is not
-/// the op's output rank; [`Error::CountMismatch`] for a wrong number of inputs;
+/// the op's output rank (1 for a scalar output); [`Error::CountMismatch`] for a wrong number of inputs;
 /// [`Error::InvalidArgument`] (`"beta"`) for a nonzero β without C; [`Error::Unsupported`] for
 /// a dtype other than f32/f64 or a backend other than Flex; [`Error::DeviceMismatch`] when the
 /// inputs live on different backends; [`Error::InvalidArgument`] (`"inputs"`) when autodiff
 /// inputs use different checkpointing strategies; rank, shape and index errors of the op.
 pub fn apply<const N: usize, const D: usize>(op: &Op, inputs: [Operand; N]) -> Result<Tensor<D>> {
-    if op.output_rank() != D {
-        return Err(Error::rank("output", op.output_rank(), D));
+    let rank = op.output_rank().max(1);
+    if rank != D {
+        return Err(Error::rank("output", rank, D));
     }
     op.call(N)?;
     let context = context(&inputs)?;
