@@ -26,8 +26,8 @@
 use std::fmt;
 
 use adrules_core::{
-    Backend, Conj, ContractSpec, DType, Dims, DynScalar, Error, HostData, HostTensor,
-    Permutation, Result, TraceSpec,
+    Backend, Conj, ContractSpec, DType, Dims, DynScalar, Error, HostData, HostTensor, Permutation,
+    Result, TraceSpec,
 };
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{
@@ -379,8 +379,18 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
         let m: usize = open_a.iter().product();
         let n: usize = open_b.iter().product();
         let k: usize = spec.contr_a().iter().map(|&i| da[i]).product();
-        let pa: Vec<usize> = spec.open_a().iter().chain(spec.contr_a()).copied().collect();
-        let pb: Vec<usize> = spec.contr_b().iter().chain(spec.open_b()).copied().collect();
+        let pa: Vec<usize> = spec
+            .open_a()
+            .iter()
+            .chain(spec.contr_a())
+            .copied()
+            .collect();
+        let pb: Vec<usize> = spec
+            .contr_b()
+            .iter()
+            .chain(spec.open_b())
+            .copied()
+            .collect();
         let am = B::float_reshape(Self::permute(Self::cast(a, to), &pa), Shape::new([m, k]));
         let bm = B::float_reshape(Self::permute(Self::cast(b, to), &pb), Shape::new([k, n]));
         let inter: Vec<usize> = open_a.iter().chain(&open_b).copied().collect();
@@ -467,7 +477,12 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
     ) -> Result<()> {
         let (dc, alpha, beta) = self.strict(c, a, alpha, beta)?;
         p.check_add(&a.dims, &c.dims)?;
-        Self::update(c, Self::permute(Self::cast(a, dc), p.as_slice()), alpha, beta);
+        Self::update(
+            c,
+            Self::permute(Self::cast(a, dc), p.as_slice()),
+            alpha,
+            beta,
+        );
         Ok(())
     }
 
@@ -533,7 +548,10 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
         let full = B::float_slice_assign(zeros, &Self::diagonal_slices(kept.len(), q), values);
         let ordered: Vec<usize> = order.iter().map(|&i| a.dims[i]).collect();
         let inverse = Permutation::named("trace spec (p, q1, q2)", &order)?.inverse();
-        let full = Self::permute(B::float_reshape(full, shape_of(&ordered)), inverse.as_slice());
+        let full = Self::permute(
+            B::float_reshape(full, shape_of(&ordered)),
+            inverse.as_slice(),
+        );
         a.primitive = B::float_add(a.primitive.clone(), full);
         Ok(())
     }

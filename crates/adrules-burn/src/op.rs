@@ -205,9 +205,7 @@ impl Rule for Call {
             }
             Op::Contract(o) => {
                 let b = &x[k + 1];
-                let mut c = self.output(be, x, || {
-                    o.spec.output_dims(&be.dims(a), &be.dims(b))
-                })?;
+                let mut c = self.output(be, x, || o.spec.output_dims(&be.dims(a), &be.dims(b)))?;
                 o.apply(be, &mut c, a, b)?;
                 Ok(c)
             }

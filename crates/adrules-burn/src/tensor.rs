@@ -209,9 +209,7 @@ where
         DispatchAutodiffContext::Enabled(_) => float::<Autodiff<Flex, C>>(t),
     }))?;
     let out = forward_autodiff::<Flex, C, N>(op, p)?;
-    Ok(
-        <DispatchTensor as DispatchKindConversion<Autodiff<Flex, C>>>::from_backend(
-            BackendTensor::Float(out),
-        ),
-    )
+    Ok(<DispatchTensor as DispatchKindConversion<
+        Autodiff<Flex, C>,
+    >>::from_backend(BackendTensor::Float(out)))
 }

@@ -112,7 +112,11 @@ fn fd_mismatch<const N: usize>(
         .zip(grads)
         .map(|(h, g)| {
             let d = Value::Tensor(rng.tensor(h.dims(), DType::F64));
-            if g.is_some() { d } else { d.axpy(-1.0, &d).unwrap() }
+            if g.is_some() {
+                d
+            } else {
+                d.axpy(-1.0, &d).unwrap()
+            }
         })
         .collect();
     let wv = Value::Tensor(w.to_dtype_projected(DType::F64));
@@ -123,7 +127,10 @@ fn fd_mismatch<const N: usize>(
         });
         let out = BurnTensor::with_rank(forward::<Flex, N>(op, p)?, op.output_rank());
         let out = Value::Tensor(flex.to_host(&out)?);
-        Ok(Value::Scalar(DynScalar::from_c64(wv.inner(&out)?, DType::F64)))
+        Ok(Value::Scalar(DynScalar::from_c64(
+            wv.inner(&out)?,
+            DType::F64,
+        )))
     };
     let fd = FiniteDifference::default().jvp(f, &xv, &dx).unwrap();
     let mut rhs = 0.0;
@@ -195,11 +202,11 @@ fn cases() -> Vec<(Op, Vec<Vec<usize>>)> {
             contract("ijk", "kjl", "li"),
             vec![vec![3, 4, 5], vec![5, 4, 2]],
         ),
+        (contract("ij", "kl", "ljik"), vec![vec![2, 3], vec![4, 5]]),
         (
-            contract("ij", "kl", "ljik"),
-            vec![vec![2, 3], vec![4, 5]],
+            contract("ijk", "jki", ""),
+            vec![vec![2, 3, 4], vec![3, 4, 2]],
         ),
-        (contract("ijk", "jki", ""), vec![vec![2, 3, 4], vec![3, 4, 2]]),
         (
             ContractOp::new(ContractSpec::from_labels("ab", "bc", "ca").unwrap())
                 .alpha(-1.5)
@@ -254,7 +261,10 @@ fn ndarray_f64_gradients_match_reference_and_finite_differences() {
 #[test]
 fn mixed_f32_f64_operands_get_gradients_in_their_own_dtype() {
     let mut rng = Rng::seed(3);
-    let x = [rng.tensor(&[3, 4], DType::F32), rng.tensor(&[4, 2], DType::F64)];
+    let x = [
+        rng.tensor(&[3, 4], DType::F32),
+        rng.tensor(&[4, 2], DType::F64),
+    ];
     let op = contract("ij", "jk", "ik");
     let w = rng.tensor(&[3, 2], DType::F64);
     let got = burn_gradients::<Flex, 2>(&op, &x, [true, true], &w);
@@ -355,13 +365,7 @@ fn contract_matches_burn_einsum_autodiff() {
             [5, 4, 2],
             dtype,
         );
-        versus_einsum::<2, 2, 4>(
-            "ij,kl->ljik",
-            ("ij", "kl", "ljik"),
-            [2, 3],
-            [4, 5],
-            dtype,
-        );
+        versus_einsum::<2, 2, 4>("ij,kl->ljik", ("ij", "kl", "ljik"), [2, 3], [4, 5], dtype);
     }
 }
 
