@@ -288,9 +288,10 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
         }
     }
 
-    /// A tensor of the given shape and dtype whose values are never read: a broadcast of one
-    /// zero (no allocation of its size on backends with lazy expand, such as Flex).
-    pub(crate) fn placeholder(&self, dims: &[usize], dtype: DType) -> BurnTensor<B> {
+    /// Zeros of logical shape `dims`: one zero broadcast to the shape (burn's `expand`), so
+    /// no buffer of the full size is allocated on backends whose expand is a view (Flex);
+    /// burn's ops read it like any tensor and never write into a broadcast in place.
+    pub(crate) fn broadcast_zeros(&self, dims: &[usize], dtype: DType) -> BurnTensor<B> {
         let shape = physical(dims);
         let one = B::float_zeros(
             Shape::from(vec![1; shape.num_dims()]),
@@ -357,7 +358,7 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
     fn trace_term(&self, a: &BurnTensor<B>, spec: &TraceSpec, to: DType) -> FloatTensor<B> {
         let (order, kept, q) = Self::trace_layout(spec, &a.dims);
         if q == 0 || kept.contains(&0) {
-            return B::float_zeros(physical(&kept), &self.device, float_dtype(to));
+            return self.broadcast_zeros(&kept, to).primitive;
         }
         let mut flat = kept.clone();
         flat.push(q * q);
@@ -438,8 +439,7 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
         if dtype.is_complex() {
             return Err(unsupported(format!("{dtype} tensors")));
         }
-        let p = B::float_zeros(physical(dims), &self.device, float_dtype(dtype));
-        Ok(BurnTensor::logical(p, dims))
+        Ok(self.broadcast_zeros(dims, dtype))
     }
 
     fn to_host(&self, t: &Self::Tensor) -> Result<HostTensor> {
@@ -594,7 +594,7 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
         let dt = self.check("t", t)?;
         let s = coefficient(s, dt, "s")?;
         t.primitive = if s == 0.0 {
-            B::float_zeros(t.primitive.shape(), &self.device, float_dtype(dt))
+            self.broadcast_zeros(&t.dims, dt).primitive
         } else {
             Self::scaled(t.primitive.clone(), s)
         };

@@ -76,8 +76,8 @@ pub(crate) trait Rule: Clone + Debug + Send + Sync + 'static {
     fn keeps(&self, active: &[bool]) -> Vec<bool>;
 
     /// The cotangents of the active inputs, in input order (`None` for inactive ones). `x[i]`
-    /// holds input `i` when [`keeps`](Rule::keeps) asked for it, and otherwise a placeholder of
-    /// its shape and dtype whose values must not be read.
+    /// holds input `i` when [`keeps`](Rule::keeps) asked for it, and otherwise zeros of its
+    /// shape and dtype (a broadcast, allocating nothing) that stand for its shape only.
     fn pullback<B: Backend>(
         &self,
         be: &BurnBackend<B>,
@@ -170,7 +170,7 @@ impl<B: Backend, R: Rule, const N: usize> Backward<B, N> for RuleBackward<R> {
                     checkpointer.retrieve_node_output::<FloatTensor<B>>(*id),
                     meta.dims.len(),
                 ),
-                None => be.placeholder(&meta.dims, meta.dtype),
+                None => be.broadcast_zeros(&meta.dims, meta.dtype),
             })
             .collect();
         let cotangents = self.0.pullback(&be, &x, &active, &c_bar);

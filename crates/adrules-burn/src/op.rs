@@ -128,8 +128,8 @@ impl Call {
         }
     }
 
-    /// The output C: the input C when given, otherwise a never-read placeholder (β is zero, a
-    /// strong zero) of the output shape in the joined dtype of the operands.
+    /// The output C: the input C when given, otherwise zeros (never read: β is zero, a strong
+    /// zero) of the output shape in the joined dtype of the operands.
     fn output<B: Backend>(
         &self,
         be: &BurnBackend<B>,
@@ -143,7 +143,7 @@ impl Call {
         for (i, t) in x.iter().enumerate() {
             dtype = dtype.join(be.check(&format!("input {i}"), t)?);
         }
-        Ok(be.placeholder(&dims()?, dtype))
+        be.zeros(&dims()?, dtype)
     }
 
     /// The core's cotangents in input order.
