@@ -1,0 +1,213 @@
+//! [`Strided`]: the [`Backend`] implementation, dispatching on dtypes to the typed kernels.
+
+use adrules_core::{
+    Backend, Conj, ContractSpec, DType, Dims, DynScalar, Error, HostTensor, Permutation, Result,
+    TraceSpec,
+};
+
+use crate::dispatch::with_type;
+use crate::kernels;
+use crate::tensor::Tensor;
+
+/// The embedded strided CPU backend: [`Tensor`]s of `f32`, `f64`, `Complex32` and
+/// `Complex64`, updated in place by the kernels of [`kernels`](crate::kernels).
+///
+/// A unit struct: cloning is free. Parallel kernels run on the current rayon pool (the
+/// global one, or the pool of an enclosing `ThreadPool::install`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Strided;
+
+fn check_input(arg: &str, input: DType, c: DType) -> Result<()> {
+    if input.promotes_to(c) {
+        Ok(())
+    } else {
+        Err(Error::DTypeMismatch {
+            arg: arg.into(),
+            expected: format!("a dtype that promotes to {c}"),
+            actual: input,
+        })
+    }
+}
+
+fn check_alias(output: &str, out: &Tensor, input: &str, other: &Tensor) -> Result<()> {
+    if out.shares_storage(other) {
+        Err(Error::Aliasing {
+            output: output.into(),
+            input: input.into(),
+        })
+    } else {
+        Ok(())
+    }
+}
+
+impl Backend for Strided {
+    type Tensor = Tensor;
+
+    fn name(&self) -> &'static str {
+        "strided"
+    }
+
+    fn dtypes(&self) -> &'static [DType] {
+        &DType::ALL
+    }
+
+    fn dims(&self, t: &Tensor) -> Dims {
+        t.dims().iter().copied().collect()
+    }
+
+    fn dtype(&self, t: &Tensor) -> DType {
+        t.dtype()
+    }
+
+    fn zeros(&self, dims: &[usize], dtype: DType) -> Result<Tensor> {
+        Tensor::zeros(dims, dtype)
+    }
+
+    fn to_host(&self, t: &Tensor) -> Result<HostTensor> {
+        t.to_host()
+    }
+
+    fn from_host(&self, h: HostTensor) -> Result<Tensor> {
+        Ok(Tensor::from_host(h))
+    }
+
+    fn add(
+        &self,
+        c: &mut Tensor,
+        a: &Tensor,
+        p: &Permutation,
+        conj: Conj,
+        alpha: DynScalar,
+        beta: DynScalar,
+    ) -> Result<()> {
+        p.check_add(a.dims(), c.dims())?;
+        check_input("a", a.dtype(), c.dtype())?;
+        let alpha = alpha.cast(c.dtype(), "alpha")?;
+        let beta = beta.cast(c.dtype(), "beta")?;
+        check_alias("c", c, "a", a)?;
+        with_type!(a.dtype(), TA => with_type!(c.dtype(), TC => {
+            let av = a.view::<TA>()?;
+            let mut cv = c.writable::<TC>(!beta.is_zero())?;
+            kernels::add_impl(&mut cv, &av, p, conj, alpha.to::<TC>()?, beta.to::<TC>()?)
+        }))
+    }
+
+    fn add_projected(
+        &self,
+        c: &mut Tensor,
+        a: &Tensor,
+        p: &Permutation,
+        conj: Conj,
+        alpha: DynScalar,
+        beta: DynScalar,
+    ) -> Result<()> {
+        let exact = a.dtype().promotes_to(c.dtype()) && alpha.cast(c.dtype(), "alpha").is_ok();
+        if exact {
+            return self.add(c, a, p, conj, alpha, beta);
+        }
+        p.check_add(a.dims(), c.dims())?;
+        let beta = beta.cast(c.dtype(), "beta")?;
+        check_alias("c", c, "a", a)?;
+        with_type!(a.dtype(), TA => with_type!(c.dtype(), TC => {
+            let av = a.view::<TA>()?;
+            let mut cv = c.writable::<TC>(!beta.is_zero())?;
+            kernels::add_projected(&mut cv, &av, p, conj, alpha, beta.to::<TC>()?)
+        }))
+    }
+
+    fn trace(
+        &self,
+        c: &mut Tensor,
+        a: &Tensor,
+        spec: &TraceSpec,
+        conj: Conj,
+        alpha: DynScalar,
+        beta: DynScalar,
+    ) -> Result<()> {
+        spec.check(a.dims(), c.dims())?;
+        check_input("a", a.dtype(), c.dtype())?;
+        let alpha = alpha.cast(c.dtype(), "alpha")?;
+        let beta = beta.cast(c.dtype(), "beta")?;
+        check_alias("c", c, "a", a)?;
+        with_type!(a.dtype(), TA => with_type!(c.dtype(), TC => {
+            let av = a.view::<TA>()?;
+            let mut cv = c.writable::<TC>(!beta.is_zero())?;
+            kernels::trace_impl(&mut cv, &av, spec, conj, alpha.to::<TC>()?, beta.to::<TC>()?)
+        }))
+    }
+
+    fn add_to_diagonal(
+        &self,
+        a: &mut Tensor,
+        c: &Tensor,
+        spec: &TraceSpec,
+        conj: Conj,
+        alpha: DynScalar,
+    ) -> Result<()> {
+        spec.check(a.dims(), c.dims())?;
+        check_alias("a", a, "c", c)?;
+        with_type!(c.dtype(), TC => with_type!(a.dtype(), TA => {
+            let cv = c.view::<TC>()?;
+            let mut av = a.writable::<TA>(true)?;
+            kernels::add_to_diagonal(&mut av, &cv, spec, conj, alpha)
+        }))
+    }
+
+    fn contract(
+        &self,
+        c: &mut Tensor,
+        a: &Tensor,
+        b: &Tensor,
+        spec: &ContractSpec,
+        conj_a: Conj,
+        conj_b: Conj,
+        alpha: DynScalar,
+        beta: DynScalar,
+    ) -> Result<()> {
+        spec.check(a.dims(), b.dims(), c.dims())?;
+        check_input("a", a.dtype(), c.dtype())?;
+        check_input("b", b.dtype(), c.dtype())?;
+        let alpha = alpha.cast(c.dtype(), "alpha")?;
+        let beta = beta.cast(c.dtype(), "beta")?;
+        check_alias("c", c, "a", a)?;
+        check_alias("c", c, "b", b)?;
+        with_type!(a.dtype(), TA => with_type!(b.dtype(), TB => with_type!(c.dtype(), TC => {
+            let (av, bv) = (a.view::<TA>()?, b.view::<TB>()?);
+            let mut cv = c.writable::<TC>(!beta.is_zero())?;
+            kernels::contract_impl(
+                &mut cv,
+                &av,
+                &bv,
+                spec,
+                conj_a,
+                conj_b,
+                alpha.to::<TC>()?,
+                beta.to::<TC>()?,
+            )
+        })))
+    }
+
+    fn inner(&self, x: &Tensor, y: &Tensor) -> Result<DynScalar> {
+        if x.dims() != y.dims() {
+            return Err(Error::shape("y", x.dims(), y.dims()));
+        }
+        let w = x.dtype().join(y.dtype());
+        with_type!(x.dtype(), TX => with_type!(y.dtype(), TY => with_type!(w, TW => {
+            let s: TW = kernels::inner_impl(&x.view::<TX>()?, &y.view::<TY>()?)?;
+            Ok(adrules_core::Scalar::to_dyn(s))
+        })))
+    }
+
+    fn scale(&self, t: &mut Tensor, s: DynScalar) -> Result<()> {
+        let s = s.cast(t.dtype(), "s")?;
+        with_type!(t.dtype(), T => {
+            let mut v = t.writable::<T>(!s.is_zero())?;
+            kernels::scale(&mut v, s.to::<T>()?);
+            Ok(())
+        })
+    }
+
+    fn scalar(&self, t: &Tensor) -> Result<DynScalar> {
+        t.scalar()
+    }
+}

@@ -1,0 +1,373 @@
+//! Pairwise contraction by TTGT (transpose–transpose–GEMM–transpose) on faer's GEMM.
+//!
+//! The axes fall into three groups: `M` (open in A, rows of C), `N` (open in B, columns of C)
+//! and `K` (contracted). Each operand is a matrix when its two groups each fuse into one
+//! stride, one of which is 1 (row- or column-major with any leading dimension). The order of
+//! the axes within a group is free as long as all operands use the same one, so a few orders
+//! are tried (sorted by the strides of either operand that holds the group) and the plan that
+//! copies the fewest elements wins: an operand that is not a matrix in that order, or whose
+//! dtype differs from C's, is packed into a temporary (promoting and conjugating on the way);
+//! a C that is not a matrix receives the product in a temporary, which is then added into it
+//! with a permuted add. GEMM runs with `Par::rayon(0)` above [`PARALLEL_FLOPS`] and on the
+//! calling thread below.
+
+use smallvec::SmallVec;
+
+use adrules_core::{Conj, ContractSpec, Promote, Result};
+
+use super::add::{axpby, scale};
+use crate::element::Element;
+use crate::element::private::MatrixRef;
+use crate::storage;
+use crate::view::{StridedView, StridedViewMut};
+
+/// `m·n·k` from which GEMM runs on the rayon pool.
+const PARALLEL_FLOPS: usize = 1 << 18;
+
+/// An axis of a group, with its strides in the two operands that hold the group and its
+/// position in C (for `M` and `N`).
+#[derive(Clone, Copy, Debug)]
+struct Ax {
+    n: usize,
+    s: [isize; 2],
+    c_axis: usize,
+}
+
+type Group = SmallVec<[Ax; 8]>;
+
+/// The group sorted by the strides in operand `which`, outermost first.
+fn sorted(g: &Group, which: usize) -> Group {
+    let mut g = g.clone();
+    g.sort_by_key(|ax| std::cmp::Reverse(ax.s[which].unsigned_abs()));
+    g
+}
+
+/// The single stride of the group in operand `which` when its axes (outermost first) are
+/// contiguous among themselves; 1 for an empty group.
+fn fused(g: &Group, which: usize) -> Option<isize> {
+    for w in g.windows(2) {
+        if w[0].s[which] != w[1].s[which] * w[1].n as isize {
+            return None;
+        }
+    }
+    Some(g.last().map_or(1, |ax| ax.s[which]))
+}
+
+/// `(row stride, column stride)` when rows (group `r` in operand `wr`) and columns (group
+/// `c` in operand `wc`) make a matrix GEMM reads directly: positive strides, one of them 1.
+fn matrix(r: &Group, wr: usize, c: &Group, wc: usize) -> Option<(isize, isize)> {
+    let (rs, cs) = (fused(r, wr)?, fused(c, wc)?);
+    (rs > 0 && cs > 0 && (rs == 1 || cs == 1)).then_some((rs, cs))
+}
+
+fn count(g: &Group) -> usize {
+    g.iter().map(|ax| ax.n).product()
+}
+
+/// Dense strides for a temporary holding `rows × cols` (groups in the given order): rows
+/// fastest when `rows_inner`, else columns fastest. Returns the per-axis strides of `rows`,
+/// of `cols`, and the matrix strides.
+fn dense(rows: &Group, cols: &Group, rows_inner: bool) -> (Vec<isize>, Vec<isize>, (isize, isize)) {
+    let (m, n) = (count(rows) as isize, count(cols) as isize);
+    let strides = |g: &Group, inner: isize| {
+        let mut out = vec![0; g.len()];
+        let mut acc = inner;
+        for (k, ax) in g.iter().enumerate().rev() {
+            out[k] = acc;
+            acc *= ax.n as isize;
+        }
+        out
+    };
+    if rows_inner {
+        (strides(rows, 1), strides(cols, m), (1, m))
+    } else {
+        (strides(rows, n), strides(cols, 1), (n, 1))
+    }
+}
+
+/// `true` when the operand's fastest axis (smallest `|stride|`) is in group `g` (strides in
+/// slot `wg`) rather than in `other` (slot `wo`).
+fn fastest_in(g: &Group, wg: usize, other: &Group, wo: usize) -> bool {
+    let best = |x: &Group, w: usize| x.iter().map(|ax| ax.s[w].unsigned_abs()).min();
+    match (best(g, wg), best(other, wo)) {
+        (Some(a), Some(b)) => a < b,
+        (Some(_), None) => true,
+        _ => false,
+    }
+}
+
+/// A GEMM operand: read in place, or packed into a temporary.
+struct Operand<T> {
+    ptr: *const T,
+    strides: (isize, isize),
+    conj: bool,
+    _buffer: Vec<T>,
+}
+
+/// Packs (or wraps) one operand as a `rows × cols` matrix; `wr`/`wc` select the operand's
+/// strides in each group.
+#[allow(clippy::too_many_arguments)]
+fn operand<T: Element, TC: Element>(
+    x: &StridedView<'_, T>,
+    rows: &Group,
+    wr: usize,
+    cols: &Group,
+    wc: usize,
+    conj: Conj,
+    direct: Option<(isize, isize)>,
+) -> Result<Operand<TC>> {
+    if let Some(strides) = direct {
+        return Ok(Operand {
+            ptr: x.as_ptr().cast(),
+            strides,
+            conj: conj.is_conj() && T::DTYPE.is_complex(),
+            _buffer: Vec::new(),
+        });
+    }
+    let (r, c) = (count(rows), count(cols));
+    let mut buf = storage::zeroed::<TC>(r * c)?;
+    let (sr, scol, strides) = dense(rows, cols, !fastest_in(cols, wc, rows, wr));
+    let dims: SmallVec<[usize; 8]> = rows.iter().chain(cols).map(|ax| ax.n).collect();
+    let sdst: SmallVec<[isize; 8]> = sr.into_iter().chain(scol).collect();
+    let ssrc: SmallVec<[isize; 8]> = rows
+        .iter()
+        .map(|ax| ax.s[wr])
+        .chain(cols.iter().map(|ax| ax.s[wc]))
+        .collect();
+    // SAFETY: `buf` is a fresh dense buffer for `dims`; the source is a valid view.
+    unsafe {
+        axpby(
+            &dims,
+            buf.as_mut_ptr(),
+            &sdst,
+            x.as_ptr(),
+            &ssrc,
+            conj,
+            TC::one(),
+            TC::zero(),
+        );
+    }
+    Ok(Operand {
+        ptr: buf.as_ptr(),
+        strides,
+        conj: false,
+        _buffer: buf,
+    })
+}
+
+/// Pairwise contraction `C ← β·C + α·P_{pAB}(op(A)·op(B))` (see [`ContractSpec`]): with
+/// `u = (open_a…, open_b…)` the intermediate multi-index and `C[i]` at `u = P⁻¹(i)`,
+/// `C[i] ← β·C[i] + α·Σ_k op(A[open_a = u_A, contr_a = k])·op(B[contr_b = k, open_b = u_B])`.
+///
+/// A and B may have any dtype that promotes to C's; `op` conjugates when the flag is set.
+/// `β = 0` is a strong zero. No contracted axes is an outer product.
+///
+/// # Errors
+/// [`Error::RankMismatch`](adrules_core::Error::RankMismatch) /
+/// [`Error::ShapeMismatch`](adrules_core::Error::ShapeMismatch) naming `"a"`, `"b"` (a
+/// contracted axis whose dimension differs from its partner in A) or `"c"`;
+/// [`Error::InvalidArgument`](adrules_core::Error::InvalidArgument) when a temporary does not
+/// fit in memory.
+#[allow(clippy::too_many_arguments)]
+pub fn contract<TA, TB, TC>(
+    c: &mut StridedViewMut<'_, TC>,
+    a: &StridedView<'_, TA>,
+    b: &StridedView<'_, TB>,
+    spec: &ContractSpec,
+    conj_a: Conj,
+    conj_b: Conj,
+    alpha: TC,
+    beta: TC,
+) -> Result<()>
+where
+    TA: Element + Promote<TC>,
+    TB: Element + Promote<TC>,
+    TC: Element,
+{
+    contract_impl(c, a, b, spec, conj_a, conj_b, alpha, beta)
+}
+
+/// [`contract`] without the promotion bounds (the backend checks dtypes at run time).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn contract_impl<TA: Element, TB: Element, TC: Element>(
+    c: &mut StridedViewMut<'_, TC>,
+    a: &StridedView<'_, TA>,
+    b: &StridedView<'_, TB>,
+    spec: &ContractSpec,
+    conj_a: Conj,
+    conj_b: Conj,
+    alpha: TC,
+    beta: TC,
+) -> Result<()> {
+    spec.check(a.dims(), b.dims(), c.dims())?;
+    if c.is_empty() {
+        return Ok(());
+    }
+    let (da, sa, db, sb, sc) = (
+        a.dims(),
+        a.strides(),
+        b.dims(),
+        b.strides(),
+        c.strides().to_vec(),
+    );
+    let na = spec.open_a().len();
+    let ip = spec.perm_ab().inverse();
+    let keep = |ax: &Ax| ax.n != 1;
+    let m_axes: Group = spec
+        .open_a()
+        .iter()
+        .enumerate()
+        .map(|(x, &i)| Ax {
+            n: da[i],
+            s: [sa[i], sc[ip.as_slice()[x]]],
+            c_axis: ip.as_slice()[x],
+        })
+        .filter(keep)
+        .collect();
+    let n_axes: Group = spec
+        .open_b()
+        .iter()
+        .enumerate()
+        .map(|(x, &j)| {
+            let ca = ip.as_slice()[na + x];
+            Ax {
+                n: db[j],
+                s: [sb[j], sc[ca]],
+                c_axis: ca,
+            }
+        })
+        .filter(keep)
+        .collect();
+    let k_axes: Group = spec
+        .contr_a()
+        .iter()
+        .zip(spec.contr_b())
+        .map(|(&i, &j)| Ax {
+            n: da[i],
+            s: [sa[i], sb[j]],
+            c_axis: 0,
+        })
+        .filter(keep)
+        .collect();
+    let k: usize = spec.contr_a().iter().map(|&i| da[i]).product();
+    if k == 0 {
+        scale(c, beta);
+        return Ok(());
+    }
+    let (m, n) = (count(&m_axes), count(&n_axes));
+
+    // The plan that copies the fewest elements; ties keep C's own order.
+    let same_a = TA::DTYPE == TC::DTYPE;
+    let same_b = TB::DTYPE == TC::DTYPE;
+    let mut best: Option<(usize, [Group; 3])> = None;
+    for mo in [1, 0] {
+        for no in [1, 0] {
+            for ko in [0, 1] {
+                let (ms, ns, ks) = (
+                    sorted(&m_axes, mo),
+                    sorted(&n_axes, no),
+                    sorted(&k_axes, ko),
+                );
+                let cost = if same_a && matrix(&ms, 0, &ks, 0).is_some() {
+                    0
+                } else {
+                    m * k
+                } + if same_b && matrix(&ks, 1, &ns, 0).is_some() {
+                    0
+                } else {
+                    k * n
+                } + if matrix(&ms, 1, &ns, 1).is_some() {
+                    0
+                } else {
+                    m * n
+                };
+                if best.as_ref().is_none_or(|(c0, _)| cost < *c0) {
+                    best = Some((cost, [ms, ns, ks]));
+                }
+            }
+        }
+    }
+    let Some((_, [ms, ns, ks])) = best else {
+        unreachable!("eight candidate plans were evaluated")
+    };
+    let da_direct = if same_a { matrix(&ms, 0, &ks, 0) } else { None };
+    let db_direct = if same_b { matrix(&ks, 1, &ns, 0) } else { None };
+    let lhs = operand::<TA, TC>(a, &ms, 0, &ks, 0, conj_a, da_direct)?;
+    let rhs = operand::<TB, TC>(b, &ks, 1, &ns, 0, conj_b, db_direct)?;
+    let lhs_ref = MatrixRef {
+        ptr: lhs.ptr,
+        rows: m,
+        cols: k,
+        row_stride: lhs.strides.0,
+        col_stride: lhs.strides.1,
+        conj: lhs.conj,
+    };
+    let rhs_ref = MatrixRef {
+        ptr: rhs.ptr,
+        rows: k,
+        cols: n,
+        row_stride: rhs.strides.0,
+        col_stride: rhs.strides.1,
+        conj: rhs.conj,
+    };
+    let parallel =
+        m.saturating_mul(n).saturating_mul(k) >= PARALLEL_FLOPS && rayon::current_num_threads() > 1;
+
+    if let Some((rs, cs)) = matrix(&ms, 1, &ns, 1) {
+        let accumulate = beta != TC::zero();
+        if accumulate && beta != TC::one() {
+            scale(c, beta);
+        }
+        // SAFETY: C is a valid, exclusively borrowed m × n matrix with these strides; the
+        // operands are valid matrices disjoint from it.
+        unsafe {
+            TC::gemm(
+                c.as_mut_ptr(),
+                rs,
+                cs,
+                accumulate,
+                lhs_ref,
+                rhs_ref,
+                alpha,
+                parallel,
+            )
+        };
+        return Ok(());
+    }
+    // C is not a matrix: GEMM into a temporary, then C ← β·C + P(temporary).
+    let mut tmp = storage::zeroed::<TC>(m * n)?;
+    let (sm, sn, (rs, cs)) = dense(&ms, &ns, !fastest_in(&ns, 1, &ms, 1));
+    // SAFETY: `tmp` is a fresh m × n buffer; the operands are valid matrices.
+    unsafe {
+        TC::gemm(
+            tmp.as_mut_ptr(),
+            rs,
+            cs,
+            false,
+            lhs_ref,
+            rhs_ref,
+            alpha,
+            parallel,
+        )
+    };
+    let mut st = vec![0isize; c.rank()];
+    for (ax, s) in ms.iter().zip(sm).chain(ns.iter().zip(sn)) {
+        st[ax.c_axis] = s;
+    }
+    let dims = c.dims().to_vec();
+    // SAFETY: `tmp` holds every element of C's index space under strides `st` (axes of
+    // extent 1 have index 0); C is exclusively borrowed.
+    unsafe {
+        axpby(
+            &dims,
+            c.as_mut_ptr(),
+            &sc,
+            tmp.as_ptr(),
+            &st,
+            Conj::No,
+            TC::one(),
+            beta,
+        )
+    };
+    Ok(())
+}

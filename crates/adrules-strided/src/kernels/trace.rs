@@ -1,0 +1,187 @@
+//! Partial trace and its adjoint, written on the diagonal as strided views.
+//!
+//! The diagonal of A over the traced pairs `(q1[k], q2[k])` is itself a strided view: axis `k`
+//! of it has stride `s[q1[k]] + s[q2[k]]`. The trace sums that view over its traced axes; its
+//! adjoint adds C, broadcast over the traced axes with stride 0, onto it.
+
+use smallvec::SmallVec;
+
+use adrules_core::{Conj, DynScalar, Promote, Result, TraceSpec};
+
+use super::add::{axpby, scale};
+use super::engine;
+use super::reduce::fold;
+use super::update::{Axpby, Beta, Projecting};
+use crate::element::{Element, convert};
+use crate::layout::Strides;
+use crate::view::{StridedView, StridedViewMut};
+
+/// Kept and traced parts of the diagonal of a tensor with `strides` under `spec`:
+/// `(kept strides in output order, traced dims, traced strides)`.
+fn diagonal(
+    dims: &[usize],
+    strides: &[isize],
+    spec: &TraceSpec,
+) -> (Strides, SmallVec<[usize; 8]>, Strides) {
+    let kept = spec.p().iter().map(|&i| strides[i]).collect();
+    let qd = spec.q1().iter().map(|&i| dims[i]).collect();
+    let qs = spec
+        .q1()
+        .iter()
+        .zip(spec.q2())
+        .map(|(&i, &j)| strides[i] + strides[j])
+        .collect();
+    (kept, qd, qs)
+}
+
+/// Calls `f` with the offsets (in elements) under strides `s1` and `s2` of every multi-index
+/// of `dims`, in row-major order.
+fn for_each_offset(dims: &[usize], s1: &[isize], s2: &[isize], mut f: impl FnMut(isize, isize)) {
+    if dims.contains(&0) {
+        return;
+    }
+    let mut idx: SmallVec<[usize; 8]> = SmallVec::from_elem(0, dims.len());
+    let (mut o1, mut o2) = (0isize, 0isize);
+    loop {
+        f(o1, o2);
+        let mut k = dims.len();
+        loop {
+            if k == 0 {
+                return;
+            }
+            k -= 1;
+            idx[k] += 1;
+            if idx[k] < dims[k] {
+                o1 += s1[k];
+                o2 += s2[k];
+                break;
+            }
+            o1 -= (dims[k] - 1) as isize * s1[k];
+            o2 -= (dims[k] - 1) as isize * s2[k];
+            idx[k] = 0;
+        }
+    }
+}
+
+/// Partial trace `C ← β·C + α·P_p(tr_{q1,q2} op(A))`:
+/// `C[i] ← β·C[i] + α·Σ_t op(A[j])` with `j[p[m]] = i_m` and `j[q1[k]] = j[q2[k]] = t_k`
+/// (see [`TraceSpec`]). With `p` empty the result is the full trace, a rank-0 C.
+///
+/// When C has at least as many elements as there are traced terms, this is one strided add
+/// per traced index (β on the first, 1 after); otherwise one strided sum per element of C.
+/// `β = 0` is a strong zero.
+///
+/// # Errors
+/// [`Error::RankMismatch`](adrules_core::Error::RankMismatch) /
+/// [`Error::ShapeMismatch`](adrules_core::Error::ShapeMismatch) naming `"a"` (also for a
+/// traced pair of unequal dimensions) or `"c"`.
+pub fn trace<TA: Element + Promote<TC>, TC: Element>(
+    c: &mut StridedViewMut<'_, TC>,
+    a: &StridedView<'_, TA>,
+    spec: &TraceSpec,
+    conj: Conj,
+    alpha: TC,
+    beta: TC,
+) -> Result<()> {
+    trace_impl(c, a, spec, conj, alpha, beta)
+}
+
+/// [`trace`] without the promotion bound (the backend checks dtypes at run time).
+pub(crate) fn trace_impl<TA: Element, TC: Element>(
+    c: &mut StridedViewMut<'_, TC>,
+    a: &StridedView<'_, TA>,
+    spec: &TraceSpec,
+    conj: Conj,
+    alpha: TC,
+    beta: TC,
+) -> Result<()> {
+    spec.check(a.dims(), c.dims())?;
+    let (kept, qd, qs) = diagonal(a.dims(), a.strides(), spec);
+    let terms: usize = qd.iter().product();
+    let (dims, sc) = (c.dims().to_vec(), c.strides().to_vec());
+    if terms == 0 {
+        scale(c, beta);
+        return Ok(());
+    }
+    let pc = c.as_mut_ptr();
+    if c.len() >= terms {
+        let mut b = beta;
+        for_each_offset(&qd, &qs, &qs, |off, _| {
+            // SAFETY: `off` is a traced position of A's diagonal; C is exclusively borrowed.
+            unsafe {
+                axpby(
+                    &dims,
+                    pc,
+                    &sc,
+                    a.as_ptr().offset(off),
+                    &kept,
+                    conj,
+                    alpha,
+                    b,
+                )
+            };
+            b = TC::one();
+        });
+        return Ok(());
+    }
+    let conj = conj.is_conj();
+    let strong_zero = beta == TC::zero();
+    for_each_offset(&dims, &sc, &kept, |oc, oa| {
+        // SAFETY: `oa` is a kept position of A and the sum runs over its traced diagonal;
+        // `oc` addresses an element of the exclusively borrowed C.
+        unsafe {
+            let base = a.as_ptr().offset(oa);
+            let s: TC = fold(&qd, base, &qs, base, &qs, |x: TA, _: TA| {
+                convert(if conj { x.conj() } else { x })
+            });
+            let y = pc.offset(oc);
+            *y = if strong_zero {
+                alpha * s
+            } else {
+                beta * *y + alpha * s
+            };
+        }
+    });
+    Ok(())
+}
+
+/// Adjoint of the trace: adds `proj(α·op(C))` onto the diagonal of A,
+/// `A[I] ← A[I] + proj(α·op(C[I_p]))` for every `I` with `I[q1[k]] = I[q2[k]]`, where
+/// `I_p[m] = I[p[m]]`; other entries are unchanged. `proj` keeps the real part for a real A
+/// and rounds to A's precision (as in [`add_projected`](super::add_projected)).
+///
+/// This is the trace pullback written straight onto the diagonal: one strided add of C
+/// (broadcast over the traced axes with stride 0) into the diagonal view of A.
+///
+/// # Errors
+/// As [`trace`] with the roles of A and C.
+pub fn add_to_diagonal<TA: Element, TC: Element>(
+    a: &mut StridedViewMut<'_, TA>,
+    c: &StridedView<'_, TC>,
+    spec: &TraceSpec,
+    conj: Conj,
+    alpha: DynScalar,
+) -> Result<()> {
+    spec.check(a.dims(), c.dims())?;
+    let (kept, qd, qs) = diagonal(a.dims(), a.strides(), spec);
+    let dims: SmallVec<[usize; 8]> = c.dims().iter().chain(&qd).copied().collect();
+    let sa: Strides = kept.iter().chain(&qs).copied().collect();
+    let sc: Strides = c
+        .strides()
+        .iter()
+        .copied()
+        .chain(qd.iter().map(|_| 0))
+        .collect();
+    let op = Axpby {
+        alpha: TA::one(),
+        beta: Beta::One,
+        map: Projecting {
+            alpha: alpha.to_c64(),
+            conj: conj.is_conj(),
+        },
+    };
+    // SAFETY: distinct (kept, traced) indices address distinct elements of A's diagonal; C is
+    // only read (stride 0 along the traced axes) and disjoint from the exclusively borrowed A.
+    unsafe { engine::for_each(&op, &dims, a.as_mut_ptr(), &sa, c.as_ptr(), &sc) };
+    Ok(())
+}

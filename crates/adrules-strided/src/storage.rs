@@ -1,0 +1,118 @@
+//! Tensor storage and the one place where the backend allocates element buffers.
+//!
+//! Every buffer the backend creates (a new tensor, the copy made by copy-on-write, the
+//! temporaries of a contraction) comes from [`zeroed`]. An allocator, or a pool that recycles
+//! buffers whose `Arc` strong count has dropped to one, plugs in here without touching the
+//! kernels.
+
+use std::sync::Arc;
+
+use adrules_core::{Complex32, Complex64, DType, Error, Result};
+
+use crate::element::Element;
+
+/// The shared buffer of a [`Tensor`](crate::Tensor): one reference-counted `Vec` of one of
+/// the four element types. Cloning shares the buffer.
+#[derive(Clone)]
+pub enum Storage {
+    /// `f32` elements
+    F32(Arc<Vec<f32>>),
+    /// `f64` elements
+    F64(Arc<Vec<f64>>),
+    /// `Complex32` elements
+    C32(Arc<Vec<Complex32>>),
+    /// `Complex64` elements
+    C64(Arc<Vec<Complex64>>),
+}
+
+macro_rules! each {
+    ($s:expr, $b:ident => $e:expr) => {
+        match $s {
+            Storage::F32($b) => $e,
+            Storage::F64($b) => $e,
+            Storage::C32($b) => $e,
+            Storage::C64($b) => $e,
+        }
+    };
+}
+
+impl Storage {
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Storage::F32(_) => DType::F32,
+            Storage::F64(_) => DType::F64,
+            Storage::C32(_) => DType::C32,
+            Storage::C64(_) => DType::C64,
+        }
+    }
+
+    /// Number of elements in the buffer (not necessarily all reachable by the layout).
+    pub fn len(&self) -> usize {
+        each!(self, b => b.len())
+    }
+
+    /// `true` for an empty buffer.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `true` when both handles share one buffer.
+    pub fn ptr_eq(&self, other: &Storage) -> bool {
+        match (self, other) {
+            (Storage::F32(a), Storage::F32(b)) => Arc::ptr_eq(a, b),
+            (Storage::F64(a), Storage::F64(b)) => Arc::ptr_eq(a, b),
+            (Storage::C32(a), Storage::C32(b)) => Arc::ptr_eq(a, b),
+            (Storage::C64(a), Storage::C64(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    /// `true` when no other handle shares the buffer.
+    pub fn is_unique(&self) -> bool {
+        each!(self, b => Arc::strong_count(b) == 1 && Arc::weak_count(b) == 0)
+    }
+
+    /// A new buffer of `len` zeros.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `len` elements do not fit in the address space.
+    pub(crate) fn zeros(dtype: DType, len: usize) -> Result<Storage> {
+        Ok(match dtype {
+            DType::F32 => Storage::F32(Arc::new(zeroed(len)?)),
+            DType::F64 => Storage::F64(Arc::new(zeroed(len)?)),
+            DType::C32 => Storage::C32(Arc::new(zeroed(len)?)),
+            DType::C64 => Storage::C64(Arc::new(zeroed(len)?)),
+        })
+    }
+}
+
+/// Allocates `len` elements set to zero: the single allocation point of the backend (tensor
+/// storage, copy-on-write copies, temporaries).
+///
+/// Zero-filled memory comes from `alloc_zeroed` (calloc), so large buffers cost no extra pass:
+/// the operating system hands out zeroed pages.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] (argument `"dims"`) when `len` elements overflow `isize::MAX`
+/// bytes.
+pub(crate) fn zeroed<T: Element>(len: usize) -> Result<Vec<T>> {
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<T>(len).map_err(|_| {
+        Error::invalid(
+            "dims",
+            format!("{len} elements of {} do not fit in memory", T::DTYPE),
+        )
+    })?;
+    // SAFETY: `layout` has a non-zero size. All-zero bits are the value 0 of f32, f64 and of
+    // num_complex's `#[repr(C)]` complex types, so the elements are initialised.
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout).cast::<T>();
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Ok(Vec::from_raw_parts(ptr, len, len))
+    }
+}
