@@ -120,8 +120,13 @@ impl<B: BurnBackendTrait> BurnTensor<B> {
         self.primitive
     }
 
+    /// Replaces the primitive (same logical shape).
+    pub(crate) fn set_primitive(&mut self, primitive: FloatTensor<B>) {
+        self.primitive = primitive;
+    }
+
     /// A primitive of shape `physical(dims)` holding a tensor of logical shape `dims`.
-    fn logical(primitive: FloatTensor<B>, dims: &[usize]) -> Self {
+    pub(crate) fn logical(primitive: FloatTensor<B>, dims: &[usize]) -> Self {
         BurnTensor {
             primitive,
             dims: dims.iter().copied().collect(),
@@ -261,6 +266,11 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
         }
     }
 
+    /// `t` in dtype `to` (the same handle when it already is).
+    fn in_dtype(t: &BurnTensor<B>, to: DType) -> BurnTensor<B> {
+        BurnTensor::logical(Self::cast(t, to), &t.dims)
+    }
+
     /// `t` permuted by `axes` (no-op for the identity, including on scalars).
     fn permute(t: FloatTensor<B>, axes: &[usize]) -> FloatTensor<B> {
         if axes.iter().enumerate().all(|(m, &p)| m == p) {
@@ -369,6 +379,7 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
 
     /// `P_{pAB}(A·B)` in dtype `to` (shapes already checked), by TTGT.
     fn contract_term(
+        &self,
         a: &BurnTensor<B>,
         b: &BurnTensor<B>,
         spec: &ContractSpec,
@@ -380,6 +391,12 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
         let m: usize = open_a.iter().product();
         let n: usize = open_b.iter().product();
         let k: usize = spec.contr_a().iter().map(|&i| da[i]).product();
+        if m == 0 || n == 0 || k == 0 {
+            // An empty result or an empty sum (some backends' matmul rejects empty matrices).
+            let inter: Vec<usize> = open_a.iter().chain(&open_b).copied().collect();
+            let dims = spec.perm_ab().apply(&inter);
+            return self.broadcast_zeros(&dims, to).primitive;
+        }
         let pa: Vec<usize> = spec
             .open_a()
             .iter()
@@ -500,8 +517,11 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
         let beta = coefficient(beta, dc, "beta")?;
         p.check_add(&a.dims, &c.dims)?;
         // Real data: the real part of α·P(A) is Re(α)·P(A), rounded to C's precision.
-        let term = Self::permute(Self::cast(a, dc), p.as_slice());
-        Self::update(c, term, alpha.re(), beta);
+        let alpha = alpha.re();
+        if !crate::flex::add(c, &Self::in_dtype(a, dc), p, alpha, beta, dc)? {
+            let term = Self::permute(Self::cast(a, dc), p.as_slice());
+            Self::update(c, term, alpha, beta);
+        }
         Ok(())
     }
 
@@ -516,8 +536,10 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
     ) -> Result<()> {
         let (dc, alpha, beta) = self.strict(c, a, alpha, beta)?;
         spec.check(&a.dims, &c.dims)?;
-        let term = self.trace_term(a, spec, dc);
-        Self::update(c, term, alpha, beta);
+        if !crate::flex::trace(c, &Self::in_dtype(a, dc), spec, alpha, beta, dc)? {
+            let term = self.trace_term(a, spec, dc);
+            Self::update(c, term, alpha, beta);
+        }
         Ok(())
     }
 
@@ -571,8 +593,10 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
         let db = self.check("b", b)?;
         Self::check_promotes("b", db, dc)?;
         spec.check(&a.dims, &b.dims, &c.dims)?;
-        let term = Self::contract_term(a, b, spec, dc);
-        Self::update(c, term, alpha, beta);
+        let (ac, bc) = (Self::in_dtype(a, dc), Self::in_dtype(b, dc));
+        if !crate::flex::contract(c, &ac, &bc, spec, alpha, beta, dc)? {
+            Self::update(c, self.contract_term(&ac, &bc, spec, dc), alpha, beta);
+        }
         Ok(())
     }
 

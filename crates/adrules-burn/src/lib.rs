@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod flex;
 pub mod node;
 mod op;
 mod primitive;
