@@ -11,6 +11,8 @@
 //! - [`host`]: [`HostTensor`], dense row-major host data for exchange and tests.
 //! - [`rules`]: pullbacks and pushforwards of add, trace, contract and scalar extraction.
 //! - [`error`]: the one [`Error`] type.
+//! - [`implicit`]: implicit differentiation of functions defined by conditions (roots,
+//!   fixed points, minimizers), with dense and matrix-free linear solvers.
 //!
 //! ## Conventions
 //! - Axes are 0-based. Permuting by `p`: output axis `m` is input axis `p[m]`.
@@ -27,6 +29,7 @@
 pub mod backend;
 pub mod error;
 pub mod host;
+pub mod implicit;
 pub mod rules;
 pub mod scalar;
 pub mod spec;

@@ -1,0 +1,424 @@
+//! [`ImplicitFunction`]: a solver and its conditions; [`Linearization`]: the pushforward and
+//! the pullback at one solution, sharing one factorization.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use super::ImplicitScalar;
+use super::conditions::{Conditions, Point, typed};
+use super::maps::LinearMaps;
+use super::solver::{Factorization, LinearSolver, SolveStats, SolverOptions, System};
+use crate::error::{Error, Result};
+use crate::host::HostTensor;
+use crate::scalar::Scalar;
+use crate::spec::Dims;
+
+/// What the rules do when a linear solve fails numerically ([`Error::Singular`],
+/// [`Error::NotConverged`], or a non-finite `A`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum OnFailure {
+    /// return the error (default)
+    #[default]
+    Error,
+    /// return NaN-filled tangents or cotangents, with the error in
+    /// [`SolveStats::failure`]. Errors in the caller's arguments (shapes, dtypes, counts) and
+    /// errors reported by the maps are still returned as errors.
+    NanFill,
+}
+
+/// A function `y(x)` defined by conditions `c(x, y, z, args) = 0` and computed by a solver
+/// `solve(x, args) -> (y, z)` that is never differentiated: derivatives come from the
+/// implicit function theorem at the solution (see the [module documentation](super)).
+///
+/// - `T`: the element type of `x` and `y` (all inputs and the output share it);
+/// - `Z`: the solver's byproduct, a constant (zero tangent, no cotangent);
+/// - `A`: the constant arguments (zero tangent, no cotangent);
+/// - `S`: the solver, `Fn(&[HostTensor], &A) -> Result<(HostTensor, Z)>`;
+/// - `C`: the [`Conditions`].
+pub struct ImplicitFunction<T: ImplicitScalar, Z, A: ?Sized, S, C> {
+    solver: S,
+    conditions: C,
+    linear_solver: Arc<dyn LinearSolver<T>>,
+    on_failure: OnFailure,
+    marker: PhantomData<fn(&A) -> Z>,
+}
+
+impl<T, Z, A, S, C> ImplicitFunction<T, Z, A, S, C>
+where
+    T: ImplicitScalar,
+    A: ?Sized,
+    S: Fn(&[HostTensor], &A) -> Result<(HostTensor, Z)>,
+    C: Conditions<T, Z, A>,
+{
+    /// The function computed by `solver` and defined by `conditions`, with the default
+    /// linear solver ([`SolverOptions::default`], i.e. [`Method::Auto`](super::Method::Auto))
+    /// and [`OnFailure::Error`].
+    pub fn new(solver: S, conditions: C) -> Self {
+        ImplicitFunction {
+            solver,
+            conditions,
+            linear_solver: Arc::new(SolverOptions::default()),
+            on_failure: OnFailure::Error,
+            marker: PhantomData,
+        }
+    }
+
+    /// Uses another linear solver ([`SolverOptions`] or any [`LinearSolver`]).
+    pub fn with_linear_solver(mut self, solver: impl LinearSolver<T> + 'static) -> Self {
+        self.linear_solver = Arc::new(solver);
+        self
+    }
+
+    /// Sets the failure policy.
+    pub fn with_failure_policy(mut self, on_failure: OnFailure) -> Self {
+        self.on_failure = on_failure;
+        self
+    }
+
+    /// Runs the solver (no derivatives).
+    ///
+    /// # Errors
+    /// [`Error::DTypeMismatch`] when an input or the solver's `y` is not of dtype `T`, and
+    /// whatever the solver reports.
+    pub fn solve(&self, x: &[HostTensor], args: &A) -> Result<(HostTensor, Z)> {
+        for (i, t) in x.iter().enumerate() {
+            typed::<T>(t, &format!("x[{i}]"))?;
+        }
+        let (y, z) = (self.solver)(x, args)?;
+        typed::<T>(&y, "y (solver output)")?;
+        Ok((y, z))
+    }
+
+    /// Solves once, linearizes the conditions at the solution and prepares the linear solver
+    /// (for a dense method: builds and factorizes `A` once). The result serves any number of
+    /// pushforwards and pullbacks.
+    ///
+    /// # Errors
+    /// As [`ImplicitFunction::solve`]; [`Error::ShapeMismatch`] when the maps' dimensions
+    /// disagree with `x` and `y`; the errors of the conditions; the errors of
+    /// [`LinearSolver::factorize`] unless the policy is [`OnFailure::NanFill`] (then they
+    /// surface in the statistics of each solve). Invalid solver options are always errors.
+    pub fn linearize(&self, x: &[HostTensor], args: &A) -> Result<(Linearization<T>, Z)> {
+        let (y, z) = self.solve(x, args)?;
+        let maps: Arc<dyn LinearMaps<T>> = Arc::from(self.conditions.linearize(&Point {
+            x,
+            y: &y,
+            byproduct: &z,
+            args,
+        })?);
+        let n: usize = x.iter().map(HostTensor::len).sum();
+        if maps.num_unknowns() != y.len() {
+            return Err(Error::shape(
+                "conditions: number of unknowns m (rows of A)",
+                &[y.len()],
+                &[maps.num_unknowns()],
+            ));
+        }
+        if maps.num_inputs() != n {
+            return Err(Error::shape(
+                "conditions: number of input elements n (columns of B)",
+                &[n],
+                &[maps.num_inputs()],
+            ));
+        }
+        if let Some(c) = maps.conditions()
+            && c.len() != y.len()
+        {
+            return Err(Error::shape(
+                "conditions: values c(x, y)",
+                &[y.len()],
+                &[c.len()],
+            ));
+        }
+        let factorization = match self.linear_solver.factorize(&maps) {
+            Ok(f) => Ok(f),
+            Err(e) if self.on_failure == OnFailure::NanFill && numerical(&e) => Err(e),
+            Err(e) => return Err(e),
+        };
+        let lin = Linearization {
+            inner: Arc::new(Inner {
+                y,
+                x_dims: x
+                    .iter()
+                    .map(|t| t.dims().iter().copied().collect())
+                    .collect(),
+                maps,
+                factorization,
+                on_failure: self.on_failure,
+            }),
+        };
+        Ok((lin, z))
+    }
+
+    /// Pushforward (JVP): `y`, `z` and the tangents `dy_j = J·dx_j` for a block of tangent
+    /// directions, each one tangent tensor per input (same shapes and dtype as `x`).
+    /// One linear solve with `k` right-hand sides: `A·dY = −B·dX`.
+    ///
+    /// # Errors
+    /// As [`ImplicitFunction::linearize`] and [`Linearization::jvp_many`].
+    pub fn jvp<D: AsRef<[HostTensor]>>(
+        &self,
+        x: &[HostTensor],
+        args: &A,
+        tangents: &[D],
+    ) -> Result<(HostTensor, Z, Tangents)> {
+        let (lin, z) = self.linearize(x, args)?;
+        let t = lin.jvp_many(tangents, None)?;
+        Ok((lin.y().clone(), z, t))
+    }
+
+    /// Pullback (VJP): `y`, `z` and the pullback, a [`Linearization`] that owns its copy of
+    /// `y`, the maps and the factorization, and can be applied any number of times.
+    ///
+    /// # Errors
+    /// As [`ImplicitFunction::linearize`].
+    pub fn vjp(&self, x: &[HostTensor], args: &A) -> Result<(HostTensor, Z, Linearization<T>)> {
+        let (lin, z) = self.linearize(x, args)?;
+        Ok((lin.y().clone(), z, lin))
+    }
+}
+
+/// `true` for the failures of the linear algebra that [`OnFailure::NanFill`] replaces
+/// (a singular or non-finite `A`, an iterative solver at its limit).
+fn numerical(e: &Error) -> bool {
+    match e {
+        Error::Singular { .. } | Error::NotConverged { .. } => true,
+        Error::InvalidArgument { arg, .. } => arg == "A = ∂c/∂y",
+        _ => false,
+    }
+}
+
+/// Tangents returned by the pushforward.
+#[derive(Clone, Debug)]
+pub struct Tangents {
+    /// `dy_j = J·dx_j` for each direction, shaped like `y`
+    pub dy: Vec<HostTensor>,
+    /// statistics of the solve `A·dY = −B·dX`
+    pub stats: SolveStats,
+}
+
+/// Cotangents returned by the pullback.
+#[derive(Clone, Debug)]
+pub struct Cotangents<T> {
+    /// `x̄_j = Jᴴ·ȳ_j` for each output cotangent: one tensor per input, shaped like it
+    pub dx: Vec<Vec<HostTensor>>,
+    /// the adjoint solutions `u_j` of `Aᴴ·u_j = −ȳ_j` (`m×k`, vector after vector): the
+    /// Lagrange multipliers of the conditions, and a warm start for a later pullback
+    pub adjoint: Vec<T>,
+    /// statistics of the solve `Aᴴ·U = −Ȳ`
+    pub stats: SolveStats,
+}
+
+struct Inner<T: ImplicitScalar> {
+    y: HostTensor,
+    x_dims: Vec<Dims>,
+    maps: Arc<dyn LinearMaps<T>>,
+    factorization: std::result::Result<Box<dyn Factorization<T>>, Error>,
+    on_failure: OnFailure,
+}
+
+/// The pushforward and the pullback of an implicit function at one solution: the linear
+/// maps there and one prepared linear solver (one dense factorization serves both modes).
+/// Cheap to clone (reference-counted); `Send + Sync`; owns everything it reads.
+///
+/// Formulas (Blondel et al. 2022, eq. (2)–(3); ImplicitDifferentiation.jl; JAXopt
+/// `root_jvp`/`root_vjp`), with `A = ∂c/∂y`, `B = ∂c/∂x` at the solution:
+/// - pushforward: solve `A·dy = −B·dx`;
+/// - pullback: solve `Aᴴ·u = −ȳ`, then `x̄ = Bᴴ·u`.
+#[derive(Clone)]
+pub struct Linearization<T: ImplicitScalar> {
+    inner: Arc<Inner<T>>,
+}
+
+impl<T: ImplicitScalar> std::fmt::Debug for Linearization<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Linearization")
+            .field("y_dims", &self.inner.y.dims())
+            .field("x_dims", &self.inner.x_dims)
+            .field("structure", &self.inner.maps.structure())
+            .finish_non_exhaustive()
+    }
+}
+
+fn check_tensor<T: ImplicitScalar>(t: &HostTensor, dims: &[usize], arg: &str) -> Result<()> {
+    if t.dims() != dims {
+        return Err(Error::shape(arg, dims, t.dims()));
+    }
+    typed::<T>(t, arg).map(|_| ())
+}
+
+fn nan<T: ImplicitScalar>() -> T {
+    let nan = <<T as Scalar>::Real as Scalar>::from_f64(f64::NAN);
+    T::from_parts(nan, nan)
+}
+
+impl<T: ImplicitScalar> Linearization<T> {
+    /// The solution `y` (the pullback's own copy).
+    pub fn y(&self) -> &HostTensor {
+        &self.inner.y
+    }
+
+    /// The shapes of the inputs `x`.
+    pub fn input_dims(&self) -> &[Dims] {
+        &self.inner.x_dims
+    }
+
+    /// The linear maps at the solution.
+    pub fn maps(&self) -> &dyn LinearMaps<T> {
+        self.inner.maps.as_ref()
+    }
+
+    /// `‖c(x, y, z, args)‖₂` at the solution, when the conditions' source evaluated it:
+    /// check it, because implicit derivatives are those of an exact root.
+    pub fn conditions_norm(&self) -> Option<f64> {
+        self.inner.maps.conditions().map(super::solver::norm)
+    }
+
+    fn num_inputs(&self) -> usize {
+        self.inner.maps.num_inputs()
+    }
+
+    /// Solves `op(A)·X = R`, or NaN-fills `X` under [`OnFailure::NanFill`].
+    fn solve(
+        &self,
+        system: System,
+        rhs: &[T],
+        k: usize,
+        guess: Option<&[T]>,
+    ) -> Result<(Vec<T>, SolveStats)> {
+        let m = self.inner.y.len();
+        let mut x = vec![T::zero(); m * k];
+        if let Some(g) = guess {
+            if g.len() != m * k {
+                return Err(Error::shape("guess", &[m, k], &[g.len()]));
+            }
+            x.copy_from_slice(g);
+        }
+        let result = match &self.inner.factorization {
+            Ok(f) => f.solve(system, rhs, &mut x, k, guess.is_some()),
+            Err(e) => Err(e.clone()),
+        };
+        match result {
+            Ok(stats) => Ok((x, stats)),
+            Err(e) if self.inner.on_failure == OnFailure::NanFill && numerical(&e) => {
+                x.fill(nan());
+                let stats = SolveStats {
+                    solver: "failed",
+                    iterations: 0,
+                    residuals: vec![f64::NAN; k],
+                    failure: Some(e),
+                };
+                Ok((x, stats))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Pushforward of one tangent direction (one tensor per input): `dy = J·dx`.
+    ///
+    /// # Errors
+    /// See [`Linearization::jvp_many`].
+    pub fn jvp(&self, dx: &[HostTensor]) -> Result<HostTensor> {
+        Ok(self.jvp_many(&[dx], None)?.dy.remove(0))
+    }
+
+    /// Pushforward of a block of `k` tangent directions, each one tensor per input:
+    /// solves `A·dY = −B·dX` with `k` right-hand sides. `guess` is an optional initial
+    /// `dY` (`m×k`, vector after vector: the flattened `dy`s) for iterative solvers.
+    ///
+    /// # Errors
+    /// [`Error::CountMismatch`] when a direction has not one tensor per input,
+    /// [`Error::ShapeMismatch`] / [`Error::DTypeMismatch`] when a tangent does not match its
+    /// input or the guess has the wrong length, the solve's errors (see
+    /// [`OnFailure`]) and the maps' errors.
+    pub fn jvp_many<D: AsRef<[HostTensor]>>(
+        &self,
+        tangents: &[D],
+        guess: Option<&[T]>,
+    ) -> Result<Tangents> {
+        let (m, n, k) = (self.inner.y.len(), self.num_inputs(), tangents.len());
+        let mut dx = Vec::with_capacity(n * k);
+        for (j, direction) in tangents.iter().enumerate() {
+            let direction = direction.as_ref();
+            if direction.len() != self.inner.x_dims.len() {
+                return Err(Error::CountMismatch {
+                    arg: format!("tangents[{j}]"),
+                    expected: self.inner.x_dims.len(),
+                    actual: direction.len(),
+                });
+            }
+            for (i, (t, dims)) in direction.iter().zip(&self.inner.x_dims).enumerate() {
+                let arg = format!("tangents[{j}][{i}]");
+                check_tensor::<T>(t, dims, &arg)?;
+                dx.extend_from_slice(typed::<T>(t, &arg)?);
+            }
+        }
+        let mut rhs = vec![T::zero(); m * k];
+        if m > 0 && n > 0 && k > 0 {
+            self.inner.maps.apply_b(&dx, &mut rhs, k)?;
+            rhs.iter_mut().for_each(|v| *v = -*v);
+        }
+        let (dy, stats) = self.solve(System::Direct, &rhs, k, guess)?;
+        let dims = self.inner.y.dims();
+        let dy = (0..k)
+            .map(|j| HostTensor::new(dims, T::wrap(dy[j * m..(j + 1) * m].to_vec())))
+            .collect::<Result<_>>()?;
+        Ok(Tangents { dy, stats })
+    }
+
+    /// Pullback of one output cotangent: `x̄ = Jᴴ·ȳ`, one tensor per input.
+    ///
+    /// # Errors
+    /// See [`Linearization::vjp_many`].
+    pub fn vjp(&self, y_bar: &HostTensor) -> Result<Vec<HostTensor>> {
+        Ok(self
+            .vjp_many(std::slice::from_ref(y_bar), None)?
+            .dx
+            .remove(0))
+    }
+
+    /// Pullback of a block of `k` output cotangents: solves `Aᴴ·U = −Ȳ` with `k`
+    /// right-hand sides, then `X̄ = Bᴴ·U`. `guess` is an optional initial `U` (`m×k`, for
+    /// example the [`Cotangents::adjoint`] of a previous pullback).
+    ///
+    /// # Errors
+    /// [`Error::ShapeMismatch`] / [`Error::DTypeMismatch`] when a cotangent does not match
+    /// `y` or the guess has the wrong length, the solve's errors (see [`OnFailure`]) and the
+    /// maps' errors.
+    pub fn vjp_many(&self, y_bars: &[HostTensor], guess: Option<&[T]>) -> Result<Cotangents<T>> {
+        let (m, n, k) = (self.inner.y.len(), self.num_inputs(), y_bars.len());
+        let mut rhs = Vec::with_capacity(m * k);
+        for (j, t) in y_bars.iter().enumerate() {
+            let arg = format!("cotangents[{j}]");
+            check_tensor::<T>(t, self.inner.y.dims(), &arg)?;
+            rhs.extend(typed::<T>(t, &arg)?.iter().map(|&v| -v));
+        }
+        let (u, stats) = self.solve(System::Adjoint, &rhs, k, guess)?;
+        let mut x_bar = vec![T::zero(); n * k];
+        if stats.failure.is_some() {
+            x_bar.fill(nan());
+        } else if m > 0 && n > 0 && k > 0 {
+            self.inner.maps.apply_b_adjoint(&u, &mut x_bar, k)?;
+        }
+        let dx = (0..k)
+            .map(|j| {
+                let mut offset = j * n;
+                self.inner
+                    .x_dims
+                    .iter()
+                    .map(|dims| {
+                        let len: usize = dims.iter().product();
+                        let data = x_bar[offset..offset + len].to_vec();
+                        offset += len;
+                        HostTensor::new(dims, T::wrap(data))
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })
+            .collect::<Result<_>>()?;
+        Ok(Cotangents {
+            dx,
+            adjoint: u,
+            stats,
+        })
+    }
+}

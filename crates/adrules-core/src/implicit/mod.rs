@@ -1,0 +1,149 @@
+//! Implicit differentiation: forward and reverse rules for functions `y(x)` defined by
+//! conditions `c(x, y, z, args) = 0` — roots, fixed points (steady states), minimizers
+//! (optimization layers), tensor-network fixed points.
+//!
+//! # Math
+//! A solver computes `(y, z) = solve(x, args)`; it is never differentiated. With
+//! `A = ∂c/∂y` (`m×m`) and `B = ∂c/∂x` (`m×n`) at the solution, the implicit function theorem
+//! gives `J = ∂y/∂x = −A⁻¹·B` when `A` is invertible, hence
+//! - pushforward (JVP): solve `A·dy = −B·dx`;
+//! - pullback (VJP): solve `Aᴴ·u = −ȳ`, then `x̄ = Bᴴ·u`.
+//!
+//! Sources: Blondel et al., "Efficient and Modular Implicit Differentiation", NeurIPS 2022;
+//! ImplicitDifferentiation.jl; JAXopt (`custom_root`, `root_jvp`, `root_vjp`); Optimistix
+//! (`ImplicitAdjoint`, structure tags). Unlike several of them, one factorization of `A`
+//! serves both modes, several tangents or cotangents are one block solve, both modes exist,
+//! convergence and residuals are checked and reported, and complex data is supported.
+//!
+//! # Pieces
+//! - [`ImplicitFunction`]: the solver and the [`Conditions`]; [`ImplicitFunction::jvp`],
+//!   [`ImplicitFunction::vjp`] and [`ImplicitFunction::linearize`].
+//! - [`Linearization`]: the pushforward and the pullback at one solution. It owns its copy
+//!   of `y`, the maps and the factorization, and can be applied any number of times.
+//! - [`LinearMaps`]: the one interface to whatever knows the derivatives of the conditions
+//!   (`A·v`, `Aᴴ·u`, `B·v`, `Bᴴ·u`). Sources: [`FnMaps`] (user closures), [`DenseMaps`]
+//!   (dense Jacobians), [`FiniteDifferences`] (tests only); a tensor-network source and the
+//!   engines' autodiff implement the same trait.
+//! - [`LinearSolver`] / [`Factorization`]: the linear solves. Built-in ([`SolverOptions`],
+//!   [`Method`]): dense LU and Cholesky (faer), matrix-free restarted GMRES and CG; the
+//!   [`Structure`] tag of `A` picks one under [`Method::Auto`].
+//! - Forms: [`FixedPoint`] (`y = T(x, y)`, `c = T − y`) and [`Argmin`] (`c = ∇_y f`).
+//!
+//! # Example
+//! `y = √x` elementwise, defined by `c = y⊙y − x` (`A = diag(2y)`, `B = −I`):
+//! ```
+//! use std::sync::Arc;
+//! use adrules_core::HostTensor;
+//! use adrules_core::implicit::{FnMaps, ImplicitFunction, Point};
+//!
+//! let solve = |x: &[HostTensor], _: &()| {
+//!     let y: Vec<f64> = x[0].as_slice::<f64>()?.iter().map(|v| v.sqrt()).collect();
+//!     Ok((HostTensor::from_vec(x[0].dims(), y)?, ()))
+//! };
+//! let conditions = |p: &Point<(), ()>| {
+//!     let y: Arc<[f64]> = p.y_data::<f64>()?.into();
+//!     let m = y.len();
+//!     Ok(FnMaps::hermitian(
+//!         m,
+//!         m,
+//!         move |v: &[f64], out: &mut [f64]| (0..m).for_each(|i| out[i] = 2.0 * y[i] * v[i]),
+//!         |v: &[f64], out: &mut [f64]| (0..v.len()).for_each(|i| out[i] = -v[i]),
+//!         |u: &[f64], out: &mut [f64]| (0..u.len()).for_each(|i| out[i] = -u[i]),
+//!     ))
+//! };
+//! let f = ImplicitFunction::new(solve, conditions);
+//! let x = [HostTensor::from_vec(&[2], vec![4.0, 9.0])?];
+//! let (y, (), pullback) = f.vjp(&x, &())?;
+//! let x_bar = pullback.vjp(&HostTensor::from_vec(&[2], vec![1.0, 1.0])?)?;
+//! let close = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(a, b)| (a - b).abs() < 1e-15);
+//! assert!(close(x_bar[0].as_slice::<f64>()?, &[0.25, 1.0 / 6.0])); // x̄ = Jᵀ·ȳ
+//! let dy = pullback.jvp(&[HostTensor::from_vec(&[2], vec![1.0, 0.0])?])?;
+//! assert!(close(dy.as_slice::<f64>()?, &[0.25, 0.0])); // dy = J·dx
+//! # Ok::<(), adrules_core::Error>(())
+//! ```
+//!
+//! # Flattening order
+//! `x` is a list of tensors of any shapes; the `n` input elements are each input flattened
+//! row-major (last axis fastest, [`HostTensor`](crate::HostTensor)'s order), the inputs
+//! concatenated in call order. `y` is one tensor of any shape, flattened row-major into the
+//! `m` unknowns. The conditions are `m` numbers in any fixed order. So `B[(i, j)]` is the
+//! derivative of condition `i` with respect to input element `j` in that order, and a block
+//! of vectors is stored vector after vector (column-major).
+//!
+//! # Element types
+//! `x`, `y`, tangents and cotangents share one element type `T`: `f32`, `f64`, `Complex32`
+//! or `Complex64` ([`ImplicitScalar`]). A real input of a complex problem is passed as
+//! complex, and its cotangent's real part is its cotangent. For complex data the conditions
+//! must be holomorphic in `y` and `x` (`A`, `B` complex-linear); cotangents follow the crate
+//! convention (`z̄ = ∂L/∂re + i·∂L/∂im`, the pullback of `y = M·x` is `Mᴴ·ȳ`), so the
+//! pullback uses `Aᴴ` and `Bᴴ`, and tangents are plain directional derivatives.
+//!
+//! # Why the host
+//! The linear algebra runs on the host, in faer: dense factorizations (LU, Cholesky) are
+//! not part of the backend primitives, and `A` is `m×m` with `m` the size of one solution.
+//! [`LinearMaps`] take host vectors; an engine adapter copies them to its device, applies
+//! its own JVP/VJP and copies back — `O(m + n)` per product, small next to the product.
+//!
+//! # Byproduct and arguments
+//! `z` (the byproduct) and `args` are constants: the pushforward gives them no tangent (the
+//! rule returns them untouched) and the pullback takes no cotangent for `z` and returns none
+//! for `args` — by the signatures, not by convention.
+//!
+//! # Failures
+//! Typed errors: [`Error::Singular`](crate::Error::Singular) (a vanishing pivot, a failed
+//! Cholesky, a GMRES breakdown, a CG curvature of the wrong sign),
+//! [`Error::NotConverged`](crate::Error::NotConverged) (an iterative solver at its iteration
+//! limit, with the residual reached and the tolerance),
+//! [`Error::ShapeMismatch`](crate::Error::ShapeMismatch) /
+//! [`Error::CountMismatch`](crate::Error::CountMismatch) /
+//! [`Error::DTypeMismatch`](crate::Error::DTypeMismatch) for arguments that do not fit. With
+//! [`OnFailure::NanFill`] the numerical failures become NaN-filled results, the error kept
+//! in [`SolveStats::failure`]. Every solve reports the true residual of each right-hand side
+//! ([`SolveStats::residuals`]), and [`Linearization::conditions_norm`] reports `‖c‖` at the
+//! solution when the source evaluated it: implicit derivatives of a solver stopped early
+//! are wrong, and these numbers show it.
+//!
+//! A matrix-free solver detects a singular `A` only when the system it solves is
+//! inconsistent (GMRES breakdown, CG curvature); a consistent singular system is solved.
+//! The dense solvers always detect it.
+
+mod conditions;
+mod dense;
+mod forms;
+mod function;
+mod krylov;
+mod maps;
+mod solver;
+
+pub use conditions::{Conditions, FiniteDifferences, Point};
+pub use forms::{Argmin, FixedPoint};
+pub use function::{Cotangents, ImplicitFunction, Linearization, OnFailure, Tangents};
+pub use maps::{DenseMaps, FnMaps, LinearMaps, Structure};
+pub use solver::{
+    AUTO_DENSE_LIMIT, Factorization, LinearSolver, Method, SolveStats, SolverOptions, System,
+};
+
+use crate::host::HostElement;
+use crate::scalar::{RealScalar, Scalar};
+
+/// Machine epsilon of `T`'s precision, as `f64`.
+pub(crate) fn eps<T: ImplicitScalar>() -> f64 {
+    <<T as Scalar>::Real as RealScalar>::EPS.to_f64()
+}
+
+/// The element types of implicit functions: `f32`, `f64`, `Complex32`, `Complex64` — the
+/// crate's [`Scalar`]s that faer's linear algebra also supports (implemented for every type
+/// that is both; not meant to be implemented by hand).
+pub trait ImplicitScalar:
+    Scalar<Real: faer::traits::RealField>
+    + HostElement
+    + faer::traits::ComplexField<Real = <Self as Scalar>::Real>
+{
+}
+
+impl<T> ImplicitScalar for T where
+    T: Scalar<Real: faer::traits::RealField>
+        + HostElement
+        + faer::traits::ComplexField<Real = <T as Scalar>::Real>
+{
+}
