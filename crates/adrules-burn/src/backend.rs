@@ -82,11 +82,11 @@ impl<B: BurnBackendTrait> BurnTensor<B> {
         BurnTensor { primitive, dims }
     }
 
-    /// The primitive read as a tensor of rank `rank`: a scalar when `rank` is 0 and the
-    /// primitive has one element (burn's shape-`[1]` convention), its own shape otherwise.
-    pub fn with_rank(primitive: FloatTensor<B>, rank: usize) -> Self {
+    /// The primitive read as a scalar when `scalar` and it has one element (burn's
+    /// shape-`[1]` convention), with its own shape otherwise.
+    pub fn read(primitive: FloatTensor<B>, scalar: bool) -> Self {
         let shape = primitive.shape();
-        if rank == 0 && shape.num_elements() == 1 && shape.num_dims() <= 1 {
+        if scalar && shape.num_elements() == 1 && shape.num_dims() <= 1 {
             BurnTensor {
                 primitive,
                 dims: Dims::new(),

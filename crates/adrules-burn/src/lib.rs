@@ -24,12 +24,14 @@
 
 mod backend;
 mod flex;
+mod implicit;
 pub mod node;
 mod op;
 mod primitive;
 mod tensor;
 
 pub use backend::{BurnBackend, BurnTensor};
+pub use implicit::Implicit;
 pub use node::take_backward_errors;
 pub use op::Op;
 pub use primitive::{forward, forward_autodiff};

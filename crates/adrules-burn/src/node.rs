@@ -18,15 +18,16 @@
 //!
 //! # Failures inside backward
 //! burn's backward step cannot return an error. Every check (ranks, shapes, dtypes, devices)
-//! happens in [`record`] before the node exists, so the pullback fails only if the engine
-//! itself fails. Should that happen, each input that needed a cotangent receives a NaN-filled
-//! one (so no gradient is silently wrong or missing), and the error is kept for
-//! [`take_backward_errors`]. A recomputation ([`RetroForward`]) that fails likewise yields a
-//! NaN-filled output.
+//! happens in [`record`] before the node exists, so the pullback of a primitive fails only if
+//! the engine itself fails (an implicit function's pullback also runs user conditions and a
+//! linear solver, which can fail). Should that happen, each input that needed a cotangent
+//! receives a NaN-filled one (so no gradient is silently wrong or missing), and the error is
+//! kept for [`take_backward_errors`]. A recomputation ([`RetroForward`]) that fails likewise
+//! yields a NaN-filled output.
 
+use std::cell::RefCell;
 use std::fmt::Debug;
 use std::marker::PhantomData;
-use std::sync::Mutex;
 
 use adrules_core::{DType, Dims, Error, Result};
 use burn_autodiff::checkpoint::base::Checkpointer;
@@ -59,15 +60,25 @@ impl Meta {
     }
 }
 
-/// A primitive of the shared rules with `N` tensor inputs, in a fixed order.
+/// An operation of the shared rules with `N` tensor inputs, in a fixed order.
 pub(crate) trait Rule: Clone + Debug + Send + Sync + 'static {
-    /// The rank input `i` has (a scalar input may come as burn's shape-`[1]` tensor).
-    fn input_rank(&self, i: usize) -> usize;
+    /// What the forward pass hands to the pullback besides the checkpointed inputs (the
+    /// intermediates of a network, the solution of an implicit function).
+    type Saved<B: Backend>: Clone + Debug + Send + 'static;
+
+    /// `true` when input `i` is a scalar (rank 0), which burn passes as a shape-`[1]`
+    /// tensor.
+    fn scalar_input(&self, i: usize) -> bool;
 
     /// Checks the inputs (ranks, shapes, dtypes and devices, through the [`BurnBackend`]
-    /// primitives) and computes the primal.
-    fn primal<B: Backend>(&self, be: &BurnBackend<B>, x: &[BurnTensor<B>])
-    -> Result<BurnTensor<B>>;
+    /// primitives) and computes the primal, with what the pullback of the inputs marked
+    /// `active` needs (nothing when none is).
+    fn primal<B: Backend>(
+        &self,
+        be: &BurnBackend<B>,
+        x: &[BurnTensor<B>],
+        active: &[bool],
+    ) -> Result<(BurnTensor<B>, Self::Saved<B>)>;
 
     /// `true` when recomputing the primal is cheaper than keeping its output.
     fn memory_bound(&self) -> bool;
@@ -82,39 +93,40 @@ pub(crate) trait Rule: Clone + Debug + Send + Sync + 'static {
         &self,
         be: &BurnBackend<B>,
         x: &[BurnTensor<B>],
+        saved: &Self::Saved<B>,
         active: &[bool],
         c_bar: &BurnTensor<B>,
     ) -> Result<Vec<Option<BurnTensor<B>>>>;
 }
 
-/// The inputs of `rule` as tensors of the ranks it expects.
-fn inputs<B: Backend, R: Rule>(
+/// The inputs of `rule` as tensors of the logical shapes it expects.
+pub(crate) fn inputs<B: Backend, R: Rule>(
     rule: &R,
     x: impl Iterator<Item = FloatTensor<B>>,
 ) -> Vec<BurnTensor<B>> {
     x.enumerate()
-        .map(|(i, t)| BurnTensor::with_rank(t, rule.input_rank(i)))
+        .map(|(i, t)| BurnTensor::read(t, rule.scalar_input(i)))
         .collect()
 }
 
-static BACKWARD_ERRORS: Mutex<Vec<Error>> = Mutex::new(Vec::new());
-
-fn report(e: Error) {
-    // A poisoned lock only means another thread panicked while pushing: keep the log.
-    BACKWARD_ERRORS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(e);
+thread_local! {
+    static BACKWARD_ERRORS: RefCell<Vec<Error>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Errors raised inside burn's backward pass (or a checkpoint recomputation) by adrules
-/// nodes since the last call, oldest first; the log is emptied.
+fn report(e: Error) {
+    BACKWARD_ERRORS.with(|log| log.borrow_mut().push(e));
+}
+
+/// Errors raised by adrules nodes inside burn backward passes (or checkpoint
+/// recomputations) run on this thread since the last call, oldest first; the log is emptied.
 ///
 /// burn's backward cannot fail, so such an error is reported here and the affected
-/// cotangents (or recomputed outputs) are NaN-filled. All argument checks happen before a
-/// node is recorded, so this log stays empty unless the engine itself fails.
+/// cotangents (or recomputed outputs) are NaN-filled: no gradient is silently wrong. All
+/// argument checks of the primitive ops happen before a node is recorded, so for them this
+/// log stays empty unless the engine itself fails; an [`Implicit`](crate::Implicit) function
+/// reports here what its conditions and linear solver do wrong in backward.
 pub fn take_backward_errors() -> Vec<Error> {
-    std::mem::take(&mut *BACKWARD_ERRORS.lock().unwrap_or_else(|p| p.into_inner()))
+    BACKWARD_ERRORS.with(|log| std::mem::take(&mut *log.borrow_mut()))
 }
 
 /// A NaN-filled primitive of `meta`'s primitive shape and dtype on `be`'s device, reporting
@@ -135,12 +147,14 @@ fn poisoned<B: Backend>(be: &BurnBackend<B>, meta: &Meta, e: Error) -> FloatTens
 }
 
 /// What a recorded node keeps for backward: the checkpoint ids of the inputs it reads,
-/// every input's shapes and dtype, and the output's logical rank.
+/// what the forward pass saved, every input's shapes and dtype, and whether the output is a
+/// scalar.
 #[derive(Clone, Debug)]
-pub(crate) struct NodeState<const N: usize> {
+pub(crate) struct NodeState<S, const N: usize> {
     kept: [Option<NodeId>; N],
+    saved: S,
     meta: Vec<Meta>,
-    output_rank: usize,
+    scalar_output: bool,
 }
 
 /// The backward step of a [`Rule`].
@@ -148,7 +162,7 @@ pub(crate) struct NodeState<const N: usize> {
 struct RuleBackward<R>(R);
 
 impl<B: Backend, R: Rule, const N: usize> Backward<B, N> for RuleBackward<R> {
-    type State = NodeState<N>;
+    type State = NodeState<R::Saved<B>, N>;
 
     fn backward(
         self,
@@ -158,7 +172,7 @@ impl<B: Backend, R: Rule, const N: usize> Backward<B, N> for RuleBackward<R> {
     ) {
         let c_bar = grads.consume::<B>(&ops.node);
         let be = BurnBackend::<B>::new(c_bar.device());
-        let c_bar = BurnTensor::with_rank(c_bar, ops.state.output_rank);
+        let c_bar = BurnTensor::read(c_bar, ops.state.scalar_output);
         let active: Vec<bool> = ops.parents.iter().map(Option::is_some).collect();
         let x: Vec<BurnTensor<B>> = ops
             .state
@@ -166,14 +180,14 @@ impl<B: Backend, R: Rule, const N: usize> Backward<B, N> for RuleBackward<R> {
             .iter()
             .zip(&ops.state.meta)
             .map(|(id, meta)| match id {
-                Some(id) => BurnTensor::with_rank(
+                Some(id) => BurnTensor::read(
                     checkpointer.retrieve_node_output::<FloatTensor<B>>(*id),
-                    meta.dims.len(),
+                    meta.dims.is_empty(),
                 ),
                 None => be.broadcast_zeros(&meta.dims, meta.dtype),
             })
             .collect();
-        let cotangents = self.0.pullback(&be, &x, &active, &c_bar);
+        let cotangents = self.0.pullback(&be, &x, &ops.state.saved, &active, &c_bar);
         for (i, parent) in ops.parents.iter().enumerate() {
             let Some(parent) = parent else { continue };
             let meta = &ops.state.meta[i];
@@ -227,8 +241,9 @@ impl<B: Backend, R: Rule, const N: usize> RetroForward for RetroRule<B, R, N> {
         };
         let be = BurnBackend::<B>::new(device);
         let x = inputs(&self.rule, x.into_iter());
-        let out = match self.rule.primal(&be, &x) {
-            Ok(out) => out.into_primitive_shaped(&self.output.shape),
+        let active = vec![false; x.len()];
+        let out = match self.rule.primal(&be, &x, &active) {
+            Ok((out, _)) => out.into_primitive_shaped(&self.output.shape),
             Err(e) => poisoned(&be, &self.output, e),
         };
         states.save(out_node, out);
@@ -250,11 +265,11 @@ pub(crate) fn record<B: Backend, C: CheckpointStrategy, R: Rule, const N: usize>
     };
     let be = BurnBackend::<B>::new(device);
     let primals = inputs(&rule, x.iter().map(|t| t.primitive().clone()));
-    let out = rule.primal(&be, &primals)?;
+    let active: Vec<bool> = x.iter().map(|t| t.is_tracked()).collect();
+    let (out, saved) = rule.primal(&be, &primals, &active)?;
     let output = Meta::of(&out);
     let out = out.into_primitive();
     let meta: Vec<Meta> = primals.iter().map(Meta::of).collect();
-    let active: Vec<bool> = x.iter().map(|t| t.is_tracked()).collect();
     let keeps = rule.keeps(&active);
     let prep = RuleBackward(rule.clone()).prepare::<C>(x.each_ref().map(|t| t.node()));
     let prep = if rule.memory_bound() {
@@ -276,12 +291,13 @@ pub(crate) fn record<B: Backend, C: CheckpointStrategy, R: Rule, const N: usize>
                     kept[i] = Some(prep.checkpoint(t));
                 }
             }
-            let output_rank = output.dims.len();
+            let scalar_output = output.dims.is_empty();
             prep.finish(
                 NodeState {
                     kept,
+                    saved,
                     meta,
-                    output_rank,
+                    scalar_output,
                 },
                 out,
             )

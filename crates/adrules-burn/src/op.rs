@@ -161,21 +161,25 @@ impl Call {
 }
 
 impl Rule for Call {
-    fn input_rank(&self, i: usize) -> usize {
-        match (i.checked_sub(self.k()), &self.op) {
+    type Saved<B: Backend> = ();
+
+    fn scalar_input(&self, i: usize) -> bool {
+        let rank = match (i.checked_sub(self.k()), &self.op) {
             (None, _) => self.op.output_rank(),
             (Some(_), Op::Add(o)) => o.perm.len(),
             (Some(_), Op::Trace(o)) => o.spec.rank_a(),
             (Some(0), Op::Contract(o)) => o.spec.rank_a(),
             (Some(_), Op::Contract(o)) => o.spec.rank_b(),
-        }
+        };
+        rank == 0
     }
 
     fn primal<B: Backend>(
         &self,
         be: &BurnBackend<B>,
         x: &[BurnTensor<B>],
-    ) -> Result<BurnTensor<B>> {
+        _active: &[bool],
+    ) -> Result<(BurnTensor<B>, ())> {
         let k = self.k();
         let expected = self.op.operands() + k;
         if x.len() != expected {
@@ -196,18 +200,18 @@ impl Rule for Call {
                     Ok(o.perm.apply(&dims))
                 })?;
                 o.apply(be, &mut c, a)?;
-                Ok(c)
+                Ok((c, ()))
             }
             Op::Trace(o) => {
                 let mut c = self.output(be, x, || o.spec.output_dims(&be.dims(a)))?;
                 o.apply(be, &mut c, a)?;
-                Ok(c)
+                Ok((c, ()))
             }
             Op::Contract(o) => {
                 let b = &x[k + 1];
                 let mut c = self.output(be, x, || o.spec.output_dims(&be.dims(a), &be.dims(b)))?;
                 o.apply(be, &mut c, a, b)?;
-                Ok(c)
+                Ok((c, ()))
             }
         }
     }
@@ -235,6 +239,7 @@ impl Rule for Call {
         &self,
         be: &BurnBackend<B>,
         x: &[BurnTensor<B>],
+        _saved: &(),
         active: &[bool],
         c_bar: &BurnTensor<B>,
     ) -> Result<Vec<Option<BurnTensor<B>>>> {

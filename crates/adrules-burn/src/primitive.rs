@@ -6,8 +6,8 @@ use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, TensorMetadata};
 
-use crate::backend::{BurnBackend, BurnTensor};
-use crate::node::{Rule, record};
+use crate::backend::BurnBackend;
+use crate::node::{Rule, inputs, record};
 use crate::op::Op;
 
 /// Runs `op` on `inputs` (see [`Op`] for their order), primitives of any burn backend `B`,
@@ -22,19 +22,23 @@ pub fn forward<B: Backend, const N: usize>(
     op: &Op,
     inputs: [FloatTensor<B>; N],
 ) -> Result<FloatTensor<B>> {
-    let call = op.call(N)?;
-    let first = inputs.first().ok_or_else(|| Error::CountMismatch {
+    run_plain::<B, _>(&op.call(N)?, &inputs)
+}
+
+/// The primal of `rule` on `inputs`, recording nothing.
+pub(crate) fn run_plain<B: Backend, R: Rule>(
+    rule: &R,
+    x: &[FloatTensor<B>],
+) -> Result<FloatTensor<B>> {
+    let first = x.first().ok_or_else(|| Error::CountMismatch {
         arg: "inputs".into(),
-        expected: op.operands(),
+        expected: 1,
         actual: 0,
     })?;
     let be = BurnBackend::<B>::new(first.device());
-    let x: Vec<BurnTensor<B>> = inputs
-        .into_iter()
-        .enumerate()
-        .map(|(i, t)| BurnTensor::with_rank(t, call.input_rank(i)))
-        .collect();
-    Ok(call.primal(&be, &x)?.into_primitive())
+    let x = inputs(rule, x.iter().cloned());
+    let active = vec![false; x.len()];
+    Ok(rule.primal(&be, &x, &active)?.0.into_primitive())
 }
 
 /// Runs `op` on `inputs` (see [`Op`] for their order), primitives of `Autodiff<B, C>` for

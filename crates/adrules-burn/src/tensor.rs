@@ -33,8 +33,9 @@ use burn_dispatch::{
 use burn_flex::Flex;
 use burn_tensor::Tensor;
 
+use crate::node::{Rule, record};
 use crate::op::Op;
-use crate::primitive::{forward, forward_autodiff};
+use crate::primitive::run_plain;
 
 /// A float tensor of any rank, as an input of [`apply`] (ops with operands of different
 /// ranks take a fixed-size array of these). Built with `.into()` from a [`Tensor`].
@@ -72,11 +73,25 @@ impl Operand {
 /// inputs live on different backends; [`Error::InvalidArgument`] (`"inputs"`) when autodiff
 /// inputs use different checkpointing strategies; rank, shape and index errors of the op.
 pub fn apply<const N: usize, const D: usize>(op: &Op, inputs: [Operand; N]) -> Result<Tensor<D>> {
-    let rank = op.output_rank().max(1);
-    if rank != D {
-        return Err(Error::rank("output", rank, D));
+    check_rank::<D>(op.output_rank())?;
+    run(op.call(N)?, inputs)
+}
+
+/// Checks that burn's rank `D` holds an output of logical rank `rank` (1 for a scalar).
+pub(crate) fn check_rank<const D: usize>(rank: usize) -> Result<()> {
+    let rank = rank.max(1);
+    if rank == D {
+        Ok(())
+    } else {
+        Err(Error::rank("output", rank, D))
     }
-    op.call(N)?;
+}
+
+/// Routes `inputs` to Flex (with autodiff when any input has it) and runs `rule` on them.
+pub(crate) fn run<R: Rule, const N: usize, const D: usize>(
+    rule: R,
+    inputs: [Operand; N],
+) -> Result<Tensor<D>> {
     let context = context(&inputs)?;
     for (i, t) in inputs.iter().enumerate() {
         if !is_flex(&t.0.kind) {
@@ -97,16 +112,16 @@ pub fn apply<const N: usize, const D: usize>(op: &Op, inputs: [Operand; N]) -> R
     let out = match context {
         DispatchAutodiffContext::Disabled => {
             let p = collect::<_, N>(x.into_iter().map(float::<Flex>))?;
-            let out = forward::<Flex, N>(op, p)?;
+            let out = run_plain::<Flex, R>(&rule, &p)?;
             <DispatchTensor as DispatchKindConversion<Flex>>::from_backend(BackendTensor::Float(
                 out,
             ))
         }
         DispatchAutodiffContext::Enabled(GradientCheckpointingStrategy::Disabled) => {
-            on_autodiff::<NoCheckpointing, N>(op, x)?
+            on_autodiff::<NoCheckpointing, R, N>(rule, x)?
         }
         DispatchAutodiffContext::Enabled(GradientCheckpointingStrategy::Balanced) => {
-            on_autodiff::<BalancedCheckpointing, N>(op, x)?
+            on_autodiff::<BalancedCheckpointing, R, N>(rule, x)?
         }
     };
     Ok(Tensor::from_dispatch(out))
@@ -197,8 +212,8 @@ fn collect<T, const N: usize>(it: impl Iterator<Item = Result<T>>) -> Result<[T;
     })
 }
 
-fn on_autodiff<C: CheckpointStrategy, const N: usize>(
-    op: &Op,
+fn on_autodiff<C: CheckpointStrategy, R: Rule, const N: usize>(
+    rule: R,
     x: [DispatchTensor; N],
 ) -> Result<DispatchTensor>
 where
@@ -208,7 +223,7 @@ where
         DispatchAutodiffContext::Disabled => float::<Flex>(t).map(Autodiff::<Flex, C>::from_inner),
         DispatchAutodiffContext::Enabled(_) => float::<Autodiff<Flex, C>>(t),
     }))?;
-    let out = forward_autodiff::<Flex, C, N>(op, p)?;
+    let out = record::<Flex, C, R, N>(rule, p)?;
     Ok(<DispatchTensor as DispatchKindConversion<
         Autodiff<Flex, C>,
     >>::from_backend(BackendTensor::Float(out)))
