@@ -151,7 +151,7 @@ fn solver_errors_are_returned_before_recording() {
 
 #[test]
 fn conditions_of_the_wrong_length_poison_the_gradient_and_are_reported() {
-    let f = Implicit::new(|x| Ok(x[0].clone()), |_, y| y.clone().slice([0..2]));
+    let f = Implicit::new(|x| Ok(x[0].clone()), |_, y| y.clone().narrow(0, 0, 2));
     let device = Device::flex().autodiff();
     let b = data(vec![1.0; 3], &device).require_grad();
     let y = f.apply([(&b).into()]).unwrap();
