@@ -1,27 +1,4 @@
-//! [`BurnBackend`]: the core [`Backend`] trait on burn's float primitives, with burn's own ops.
-//!
-//! Every primitive replaces the handle `*c = β·c + α·term` (burn tensors are immutable
-//! values; Flex reuses a uniquely owned buffer in place), where `term` is built from burn ops
-//! that every burn backend implements:
-//!
-//! | primitive | burn ops |
-//! |---|---|
-//! | add `P_p(A)` | `float_permute` |
-//! | trace `P_p(tr_{q1,q2} A)` | permute to `(p…, q1…, q2…)`, reshape to `(P…, Q·Q)`, slice the diagonal with step `Q+1`, `float_sum_dim` |
-//! | add_to_diagonal | `float_slice_assign` with step `Q+1` into zeros, reshape, inverse permute, `float_add` |
-//! | contract | TTGT: permute A to `(open_a, contr_a)` and B to `(contr_b, open_b)`, reshape to matrices, `float_matmul`, reshape, permute by `perm_ab` |
-//! | inner | `float_mul`, `float_sum`, one scalar read back |
-//!
-//! so the shared rules run on every burn backend (Flex, CubeCL's CUDA/ROCm/Metal/Vulkan/wgpu,
-//! LibTorch, …) and stay on its device.
-//!
-//! # Scalars
-//! burn writes a scalar as a tensor of shape `[1]` (its autodiff and several backends do not
-//! take rank-0 tensors), so a [`BurnTensor`] pairs a primitive with its logical shape: a
-//! logical rank-0 tensor is stored as a one-element primitive of shape `[1]` (or `[]` when it
-//! was handed in so), every other tensor as a primitive of exactly its shape. Only f32 and f64 exist (burn has no complex dtype):
-//! complex data is [`Error::Unsupported`], conjugation flags are no-ops, and a complex α or β
-//! is [`Error::DTypeMismatch`] (projected to its real part in the projecting primitives).
+//! [`BurnBackend`]: the core [`Backend`] trait on burn's float primitives.
 
 use std::fmt;
 
@@ -137,9 +114,41 @@ impl<B: BurnBackendTrait> BurnTensor<B> {
 /// The shared rules' [`Backend`] on burn backend `B`'s float primitives, on one device.
 ///
 /// `Tensor = BurnTensor<B>`: a burn primitive of any logical rank (including 0), f32 or f64,
-/// on [`device`](Self::device). Every primitive checks the dtype (f32/f64) and the device of its
-/// tensor arguments and returns [`Error::DTypeMismatch`] / [`Error::DeviceMismatch`] naming
+/// on [`device`](Self::device). Every primitive checks the dtype (f32/f64) and the device of
+/// its tensor arguments and returns [`Error::Unsupported`] / [`Error::DeviceMismatch`] naming
 /// the argument; shapes are checked with the index specifications' own checks.
+///
+/// # Generic path: burn ops
+/// Every primitive replaces the handle, `c = β·c + α·term` (burn tensors are immutable
+/// values; backends reuse a uniquely owned buffer in place), with `term` built from burn ops
+/// that every burn backend implements, so the shared rules run on every burn backend (CubeCL's
+/// CUDA/ROCm/Metal/Vulkan/wgpu, LibTorch, NdArray, …) and stay on its device:
+///
+/// | primitive | burn ops |
+/// |---|---|
+/// | add `P_p(A)` | `float_permute` |
+/// | trace `P_p(tr_{q1,q2} A)` | permute to `(p…, q1…, q2…)`, reshape to `(P…, Q·Q)`, slice the diagonal with step `Q+1`, `float_sum_dim` |
+/// | add_to_diagonal | `float_slice_assign` with step `Q+1` into zeros, reshape, inverse permute, `float_add` |
+/// | contract | TTGT: permute A to `(open_a, contr_a)` and B to `(contr_b, open_b)`, reshape to matrices, `float_matmul`, reshape, permute by `perm_ab` |
+/// | inner | `float_mul`, `float_sum`, one scalar read back |
+///
+/// Zeros are one zero broadcast to the shape (`float_expand`: no full-size buffer on backends
+/// whose expand is a view).
+///
+/// # Flex: adrules-strided kernels
+/// When `B` is burn's Flex CPU backend, add, trace and contraction run through
+/// adrules-strided's kernels on Flex's own buffers instead: operands are read in place as
+/// strided views (Flex layouts carry strides and an offset, so transposed, sliced or
+/// broadcast operands are not copied), contractions run on faer's GEMM, and the output is a
+/// fresh buffer handed to Flex without copying (or C updated in place when it is uniquely
+/// owned and dense).
+///
+/// # Dtypes and scalars
+/// Only f32 and f64 (burn has no complex dtype): complex data is [`Error::Unsupported`],
+/// conjugation flags are no-ops, a complex α or β is [`Error::DTypeMismatch`] (projected to
+/// its real part by the projecting primitives). burn writes a scalar as a tensor of shape
+/// `[1]` (its autodiff and several backends do not take rank-0 tensors), so a [`BurnTensor`]
+/// pairs a primitive with its logical shape.
 pub struct BurnBackend<B: BurnBackendTrait> {
     device: B::Device,
 }

@@ -1,37 +1,4 @@
-//! Implicit functions whose conditions are written with burn tensors.
-//!
-//! An [`Implicit`] function `y(x)` is computed by a solver and defined by conditions
-//! `c(x, y) = 0`, both closures on burn's user-facing tensors (Flex). As a burn op it is one
-//! autodiff node over all inputs whose pullback is the core's implicit pullback
-//! ([`adrules_core::implicit`]): solve `Aᴴ·u = −ȳ`, then `x̄ = Bᴴ·u`, with `A = ∂c/∂y` and
-//! `B = ∂c/∂x` at the solution. The solver is never differentiated.
-//!
-//! # The linear maps from burn's autodiff ([`LinearMaps`])
-//! - `Aᴴ·u` and `Bᴴ·u` are vector–Jacobian products: one burn backward pass of `⟨c(x, y), u⟩`
-//!   with `y` (respectively the `x`) as leaves gives `∂⟨c, u⟩/∂y = Aᵀ·u` (`∂/∂x = Bᵀ·u`);
-//!   the data are real, so `ᴴ = ᵀ`.
-//! - `A·v` and `B·v` are Jacobian–vector products, which burn cannot compute directly: it
-//!   has no forward mode, and the transpose trick (differentiate the VJP `u ↦ Aᵀ·u`, linear
-//!   in `u`, once more to get its transpose `v ↦ A·v`) needs a backward pass through the
-//!   backward pass, which burn does not record (its backward steps run on the inner
-//!   backend: no double backward). They come instead from the dense Jacobians, assembled
-//!   exactly from `m` VJPs with the unit cotangents `e_i` (row `i` of `A` and of `B` from one
-//!   backward pass), built once on first use and cached.
-//!
-//! The implicit *pullback* needs only `Aᴴ` and `Bᴴ`: with a matrix-free solver (GMRES, CG)
-//! each iteration is one backward pass of `c`. Under [`Method::Auto`] the core factorizes a
-//! dense `A` when `m ≤` [`AUTO_DENSE_LIMIT`] (200), built through `A·v`, i.e. from the `m`
-//! VJPs above; for larger `m` it picks GMRES or CG, which never assemble anything.
-//!
-//! [`Method::Auto`]: adrules_core::implicit::Method::Auto
-//! [`AUTO_DENSE_LIMIT`]: adrules_core::implicit::AUTO_DENSE_LIMIT
-//!
-//! # Layout
-//! The closures see every tensor flattened to rank 1, row-major (the flattening order of
-//! [`adrules_core::implicit`]): the inputs `x` in call order and the solution `y`; the
-//! conditions return the `m` values of `c` as one rank-1 tensor of the length of `y`. The
-//! op returns `y` flattened; reshape it with burn's (differentiable) `reshape`. All inputs
-//! and `y` share one dtype, f32 or f64.
+//! Implicit functions whose conditions are written with burn tensors ([`Implicit`]).
 
 use std::any::Any;
 use std::fmt;
@@ -56,8 +23,38 @@ type Solver = dyn Fn(&[Tensor<1>]) -> Result<Tensor<1>> + Send + Sync;
 /// The conditions `c(x, y)` (flattened), evaluated on an autodiff Flex device.
 type ConditionsFn = dyn Fn(&[Tensor<1>], &Tensor<1>) -> Tensor<1> + Send + Sync;
 
-/// A function `y(x)` defined by conditions `c(x, y) = 0` written with burn tensors (see the
-/// [module docs](self)).
+/// A function `y(x)` computed by a solver and defined by conditions `c(x, y) = 0`, both
+/// closures on burn's user-facing tensors (Flex). As a burn op it is one autodiff node over
+/// all inputs whose pullback is the core's implicit pullback ([`adrules_core::implicit`]):
+/// solve `Aᴴ·u = −ȳ`, then `x̄ = Bᴴ·u`, with `A = ∂c/∂y` and `B = ∂c/∂x` at the solution.
+/// The solver is never differentiated.
+///
+/// # The linear maps from burn's autodiff ([`LinearMaps`])
+/// - `Aᴴ·u` and `Bᴴ·u` are vector–Jacobian products: one burn backward pass of
+///   `⟨c(x, y), u⟩` with `y` (respectively the `x`) as leaves gives `∂⟨c, u⟩/∂y = Aᵀ·u`
+///   (`∂/∂x = Bᵀ·u`); the data are real, so `ᴴ = ᵀ`.
+/// - `A·v` and `B·v` are Jacobian–vector products, which burn cannot compute directly: it
+///   has no forward mode, and the transpose trick (differentiate the VJP `u ↦ Aᵀ·u`, linear
+///   in `u`, once more to get its transpose `v ↦ A·v`) needs a backward pass through the
+///   backward pass, which burn does not record (its backward steps run on the inner
+///   backend: no double backward). They come instead from the dense Jacobians, assembled
+///   exactly from `m` VJPs with the unit cotangents `e_i` (row `i` of `A` and of `B` from
+///   one backward pass), built once on first use and cached.
+///
+/// The implicit *pullback* needs only `Aᴴ` and `Bᴴ`: with a matrix-free solver (GMRES, CG)
+/// each iteration is one backward pass of `c`. Under [`Method::Auto`] the core factorizes a
+/// dense `A` when `m ≤` [`AUTO_DENSE_LIMIT`] (200), built through `A·v`, i.e. from the `m`
+/// VJPs above; for larger `m` it picks GMRES or CG, which never assemble anything.
+///
+/// # Layout
+/// The closures see every tensor flattened to rank 1, row-major (the flattening order of
+/// [`adrules_core::implicit`]): the inputs `x` in call order and the solution `y`; the
+/// conditions return the `m` values of `c` as one rank-1 tensor of the length of `y`. The
+/// op returns `y` flattened; reshape it with burn's (differentiable) `reshape`. All inputs
+/// and `y` share one dtype, f32 or f64.
+///
+/// [`Method::Auto`]: adrules_core::implicit::Method::Auto
+/// [`AUTO_DENSE_LIMIT`]: adrules_core::implicit::AUTO_DENSE_LIMIT
 #[derive(Clone)]
 pub struct Implicit {
     solver: Arc<Solver>,

@@ -1,11 +1,5 @@
-//! [`Op`]: the operations adrules runs on burn tensors, and their [`Rule`]: primal through the
-//! core op's `apply` on [`BurnBackend`], pullback through the core op's `pullback_at`.
-//!
-//! # Inputs
-//! An op takes its operands in order — `[A]` (add, trace), `[A, B]` (contraction) — or, to
-//! update an input C as `C ← β·C + α·…`, C first: `[C, A]`, `[C, A, B]`. Without C, β must be
-//! zero. α and β are constants (burn differentiates tensors only), so the pullback never reads
-//! C, and reads A (B) only when B (A) needs a cotangent.
+//! [`Op`] and its [`Rule`]: primal through the core op's `apply` on [`BurnBackend`],
+//! pullback through the core op's `pullback_at`.
 
 use adrules_core::rules::{Activity, AddOp, ContractOp, Cotangents, TraceOp};
 use adrules_core::{Backend as _, DType, Dims, DynScalar, Error, Result};
@@ -14,8 +8,13 @@ use burn_backend::Backend;
 use crate::backend::{BurnBackend, BurnTensor};
 use crate::node::Rule;
 
-/// An operation of the shared rules on burn tensors (see the [module docs](self) for the
-/// order of its inputs).
+/// An operation of the shared rules on burn tensors.
+///
+/// # Inputs
+/// An op takes its operands in order — `[A]` (add, trace), `[A, B]` (contraction) — or, to
+/// update an input C as `C ← β·C + α·…`, C first: `[C, A]`, `[C, A, B]`. Without C, β must
+/// be zero. α and β are constants (burn differentiates tensors only), so the pullback never
+/// reads C, and reads A (B) only when B (A) needs a cotangent.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Op {

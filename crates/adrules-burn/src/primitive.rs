@@ -44,7 +44,24 @@ pub(crate) fn run_plain<B: Backend, R: Rule>(
 /// Runs `op` on `inputs` (see [`Op`] for their order), primitives of `Autodiff<B, C>` for
 /// any burn backend `B` and checkpointing strategy `C`, and records it as one node of the
 /// autodiff graph with every input as a parent; its backward is the shared pullback on
-/// [`BurnBackend<B>`] (see [`crate::node`] for checkpointing and failure handling).
+/// [`BurnBackend<B>`].
+///
+/// # Checkpointing
+/// Inputs the pullback reads are saved through burn's checkpointer and retrieved in
+/// backward, never held by the node itself, so burn decides whether they are kept or
+/// recomputed; gradients of an input used several times accumulate in burn's `Gradients`.
+/// Permuted add and trace are cheap next to their output and are registered as memory bound
+/// with a recomputation (`.memory_bound().retro_forward(..)`): under `BalancedCheckpointing`
+/// their output is recomputed from their inputs when a later op needs it in backward, instead
+/// of being kept (under `NoCheckpointing` burn treats every op as compute bound). A
+/// contraction is compute bound, like burn's own `float_matmul`: recomputing it would cost
+/// the GEMM the checkpoint saves.
+///
+/// # Failures inside backward
+/// burn's backward step cannot return an error. Every check happens here, before the node
+/// exists, so the pullback fails only if the engine itself fails; should it, each input that
+/// needed a cotangent receives a NaN-filled one (no gradient is silently wrong or missing)
+/// and the error goes to [`take_backward_errors`](crate::take_backward_errors).
 ///
 /// # Errors
 /// As [`forward`], all returned before any node is recorded.

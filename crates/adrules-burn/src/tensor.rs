@@ -1,22 +1,4 @@
-//! The ops on burn's user-facing tensors ([`burn_tensor::Tensor`]).
-//!
-//! burn 0.22 picks the backend of a [`Tensor`] at run time from its device (burn-dispatch);
-//! these functions route every input to the same concrete backend and call [`forward`] or
-//! [`forward_autodiff`] on its primitives:
-//! - a tensor on an autodiff device (`Device::flex().autodiff()`, optionally
-//!   `.gradient_checkpointing()`) runs as `Autodiff<Flex, C>` with `C = NoCheckpointing` or
-//!   `BalancedCheckpointing` as the device says, and the op becomes one node of its graph;
-//!   inputs on the plain device are constants of that node (burn's own rule for mixed
-//!   contexts);
-//! - otherwise the op runs on `Flex` directly.
-//!
-//! Routed backends: Flex (burn's default CPU backend). A tensor of any other backend compiled
-//! into the dispatch enum gets [`Error::Unsupported`]; on those backends use [`forward`] /
-//! [`forward_autodiff`] on the primitives, which are generic over every burn backend.
-//!
-//! Scalars follow burn's convention (its `einsum` does the same): an op whose output has rank 0
-//! (a full trace or contraction) returns a `Tensor<1>` of shape `[1]`, and a rank-0 input
-//! (C of such an op) is passed as shape `[1]`.
+//! The ops on burn's user-facing tensors ([`burn_tensor::Tensor`]), routed to Flex.
 
 use adrules_core::rules::{AddOp, ContractOp, TraceOp};
 use adrules_core::{Error, Result};
@@ -64,6 +46,28 @@ impl Operand {
 /// Runs `op` on `inputs` (see [`Op`] for their order) and returns its rank-`D` output; with
 /// any input on an autodiff device the op is one differentiable node whose backward is the
 /// shared pullback.
+///
+/// # Routing
+/// burn 0.22 picks the backend of a [`Tensor`] at run time from its device (burn-dispatch);
+/// the inputs are routed to one concrete backend and the op runs as [`forward`] or
+/// [`forward_autodiff`] on its primitives:
+/// - with an input on an autodiff device (`Device::flex().autodiff()`, optionally
+///   `.gradient_checkpointing()`), as `Autodiff<Flex, C>` with `C = NoCheckpointing` or
+///   `BalancedCheckpointing` as the device says: one node of its graph; inputs on the plain
+///   device are constants of that node (burn's own rule for mixed contexts);
+/// - otherwise on `Flex` directly.
+///
+/// Routed backend: Flex (burn's default CPU backend). A tensor of another backend compiled
+/// into the dispatch enum gets [`Error::Unsupported`]; on those backends call [`forward`] /
+/// [`forward_autodiff`] on the primitives, which are generic over every burn backend.
+///
+/// # Scalars
+/// As burn's own `einsum`: an op whose output has rank 0 (a full trace or contraction)
+/// returns a `Tensor<1>` of shape `[1]`, and a rank-0 input (C of such an op) is passed with
+/// shape `[1]`.
+///
+/// [`forward`]: crate::forward
+/// [`forward_autodiff`]: crate::forward_autodiff
 ///
 /// # Errors
 /// Checked before anything is recorded: [`Error::RankMismatch`] (`"output"`) when `D` is not
