@@ -1,5 +1,5 @@
 //! Gradients of the adrules ops recorded on burn's autodiff graph, checked three ways:
-//! against the core rules on the naive reference backend, against central finite differences
+//! against the core rules on the strided CPU backend, against central finite differences
 //! of the primal, and against burn's own `einsum` autodiff on the same expression. The
 //! generic checks run on two inner backends (Flex and NdArray) to show the generic path.
 
@@ -13,6 +13,7 @@ use adrules_burn::burn_tensor::{DType as BurnDType, Device, Tensor, TensorData};
 use adrules_burn::{BurnBackend, BurnTensor, Op, forward, forward_autodiff};
 use adrules_core::rules::{Activity, AddOp, ContractOp, TraceOp};
 use adrules_core::{Backend, ContractSpec, DType, DynScalar, HostTensor, Permutation, TraceSpec};
+use adrules_strided::Strided;
 use adrules_testing::{FiniteDifference, ReferenceBackend, Rng, Tolerance, Value};
 // burn-ndarray is deprecated upstream; it serves here as a second, independent backend
 // (different matmul, strides and reductions) on which the generic path must also be right.
@@ -61,14 +62,14 @@ fn burn_gradients<B: BurnBackendTrait, const N: usize>(
         .collect()
 }
 
-/// The same gradients from the core rules on the reference backend.
-fn reference_gradients<const N: usize>(
+/// The same gradients from the core rules on another backend (the strided CPU backend).
+fn rule_gradients<R: Backend, const N: usize>(
+    r: &R,
     op: &Op,
     x: &[HostTensor; N],
     active: [bool; N],
     w: &HostTensor,
 ) -> Vec<Option<HostTensor>> {
-    let r = ReferenceBackend;
     let t: Vec<_> = x.iter().map(|h| r.from_host(h.clone()).unwrap()).collect();
     let wt = r.from_host(w.clone()).unwrap();
     let dtype = x.iter().fold(DType::F32, |d, h| d.join(h.dtype()));
@@ -79,16 +80,13 @@ fn reference_gradients<const N: usize>(
         ..Activity::NONE
     };
     let g = match op {
-        Op::Add(o) => o.rrule(&r, &mut c, &t[0], act).unwrap().pullback(&wt),
-        Op::Trace(o) => o.rrule(&r, &mut c, &t[0], act).unwrap().pullback(&wt),
-        Op::Contract(o) => o
-            .rrule(&r, &mut c, &t[0], &t[1], act)
-            .unwrap()
-            .pullback(&wt),
+        Op::Add(o) => o.rrule(r, &mut c, &t[0], act).unwrap().pullback(&wt),
+        Op::Trace(o) => o.rrule(r, &mut c, &t[0], act).unwrap().pullback(&wt),
+        Op::Contract(o) => o.rrule(r, &mut c, &t[0], &t[1], act).unwrap().pullback(&wt),
         _ => unreachable!("only primitive ops here"),
     }
     .unwrap();
-    let h = |t: Option<std::sync::Arc<HostTensor>>| t.map(|t| (*t).clone());
+    let h = |t: Option<R::Tensor>| t.map(|t| r.to_host(&t).unwrap());
     let mut v = vec![h(g.a)];
     if N > 1 {
         v.push(h(g.b));
@@ -161,7 +159,7 @@ fn check_op<B: BurnBackendTrait, const N: usize>(op: Op, dims: [&[usize]; N], dt
     for mask in 1..(1u32 << N) {
         let active: [bool; N] = std::array::from_fn(|i| mask & (1 << i) != 0);
         let got = burn_gradients::<B, N>(&op, &x, active, &w);
-        let want = reference_gradients(&op, &x, active, &w);
+        let want = rule_gradients(&Strided, &op, &x, active, &w);
         for i in 0..N {
             match (&got[i], &want[i]) {
                 (Some(g), Some(e)) => {
@@ -175,7 +173,7 @@ fn check_op<B: BurnBackendTrait, const N: usize>(op: Op, dims: [&[usize]; N], dt
                 }
                 (None, None) => {}
                 (g, e) => panic!(
-                    "{op:?}: input {i} active {} but burn gradient {} and reference {}",
+                    "{op:?}: input {i} active {} but burn gradient {} and strided {}",
                     active[i],
                     g.is_some(),
                     e.is_some()
@@ -243,18 +241,18 @@ fn check_all<B: BurnBackendTrait>(dtype: DType) {
 }
 
 #[test]
-fn flex_f64_gradients_match_reference_and_finite_differences() {
+fn flex_f64_gradients_match_strided_rules_and_finite_differences() {
     check_all::<Flex>(DType::F64);
 }
 
 #[test]
-fn flex_f32_gradients_match_reference_and_finite_differences() {
+fn flex_f32_gradients_match_strided_rules_and_finite_differences() {
     check_all::<Flex>(DType::F32);
 }
 
 #[test]
 #[allow(deprecated)]
-fn ndarray_f64_gradients_match_reference_and_finite_differences() {
+fn ndarray_f64_gradients_match_strided_rules_and_finite_differences() {
     check_all::<NdArray>(DType::F64);
 }
 
@@ -268,7 +266,7 @@ fn mixed_f32_f64_operands_get_gradients_in_their_own_dtype() {
     let op = contract("ij", "jk", "ik");
     let w = rng.tensor(&[3, 2], DType::F64);
     let got = burn_gradients::<Flex, 2>(&op, &x, [true, true], &w);
-    let want = reference_gradients(&op, &x, [true, true], &w);
+    let want = rule_gradients(&ReferenceBackend, &op, &x, [true, true], &w);
     assert_eq!(got[0].as_ref().unwrap().dtype(), DType::F32);
     assert_eq!(got[1].as_ref().unwrap().dtype(), DType::F64);
     for i in 0..2 {
