@@ -1,6 +1,7 @@
 //! Onsager's exact solution of the square-lattice Ising model (J = 1, k_B = 1, infinite
-//! lattice), per site, as functions of the inverse temperature β. Formulas as in K. Huang,
-//! *Statistical Mechanics*, 2nd ed., §15.5 (L. Onsager, Phys. Rev. 65, 117 (1944)), with
+//! lattice), per site, as functions of the inverse temperature β: the internal energy as in
+//! K. Huang, *Statistical Mechanics*, 2nd ed., §15.5 (L. Onsager, Phys. Rev. 65, 117 (1944)),
+//! and the specific heat as its exact β-derivative, with
 //! κ = 2 sinh 2β / cosh² 2β and the complete elliptic integrals K(κ), E(κ) of modulus κ
 //! (the `ellip` crate takes the parameter m = κ²).
 
@@ -9,6 +10,7 @@ pub fn critical_temperature() -> f64 {
     2.0 / (1.0 + 2f64.sqrt()).ln()
 }
 
+/// `(K(κ), E(κ), tanh 2β, coth 2β)`; `K` is infinite at `T_c` (κ = 1 in floating point).
 fn elliptic(beta: f64) -> (f64, f64, f64, f64) {
     let (s, c) = ((2.0 * beta).sinh(), (2.0 * beta).cosh());
     let kappa = 2.0 * s / (c * c);
@@ -22,15 +24,28 @@ fn elliptic(beta: f64) -> (f64, f64, f64, f64) {
 /// Internal energy per site, `u = −coth 2β [1 + (2/π)(2 tanh² 2β − 1) K(κ)]`.
 pub fn internal_energy(beta: f64) -> f64 {
     let (k, _, t, coth) = elliptic(beta);
-    -coth * (1.0 + 2.0 / std::f64::consts::PI * (2.0 * t * t - 1.0) * k)
+    // At T_c, 2 tanh² 2β − 1 = 0 and K = ∞: the product vanishes (like x·ln x).
+    let term = if k.is_finite() {
+        (2.0 * t * t - 1.0) * k
+    } else {
+        0.0
+    };
+    -coth * (1.0 + 2.0 / std::f64::consts::PI * term)
 }
 
-/// Specific heat per site,
-/// `c = (2/π)(β coth 2β)² {2K(κ) − 2E(κ) − (1 − tanh² 2β)[π/2 + (2 tanh² 2β − 1) K(κ)]}`
-/// (logarithmically divergent at `T_c`).
+/// Specific heat per site, `c = −β² du/dβ`, differentiating [`internal_energy`] in closed
+/// form with `dK/dκ = E/(κ(1 − κ²)) − K/κ`, `dκ/dβ = 4(cosh² 2β − 2 sinh² 2β)/cosh³ 2β` and
+/// `d tanh 2β/dβ = 2(1 − tanh² 2β)` (logarithmically divergent at `T_c`, where κ = 1).
 pub fn specific_heat(beta: f64) -> f64 {
     use std::f64::consts::PI;
     let (k, e, t, coth) = elliptic(beta);
-    let pre = 2.0 / PI * (beta * coth).powi(2);
-    pre * (2.0 * k - 2.0 * e - (1.0 - t * t) * (PI / 2.0 + (2.0 * t * t - 1.0) * k))
+    let (s, ch) = ((2.0 * beta).sinh(), (2.0 * beta).cosh());
+    let kappa = 2.0 * s / (ch * ch);
+    let dk_dkappa = e / (kappa * (1.0 - kappa * kappa)) - k / kappa;
+    let dkappa = 4.0 * (ch * ch - 2.0 * s * s) / ch.powi(3);
+    let bracket = 1.0 + 2.0 / PI * (2.0 * t * t - 1.0) * k;
+    let dbracket =
+        2.0 / PI * (8.0 * t * (1.0 - t * t) * k + (2.0 * t * t - 1.0) * dk_dkappa * dkappa);
+    let du = 2.0 / (s * s) * bracket - coth * dbracket;
+    -beta * beta * du
 }

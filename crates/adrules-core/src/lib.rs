@@ -11,6 +11,8 @@
 //! - [`host`]: [`HostTensor`], dense row-major host data for exchange and tests.
 //! - [`rules`]: pullbacks and pushforwards of add, trace, contract and scalar extraction.
 //! - [`error`]: the one [`Error`] type.
+//! - [`network`]: ncon / Einstein-string networks, contraction order, plans and their rules.
+//! - [`alloc`]: allocators for temporaries and the AD-safety rule they keep.
 //! - [`implicit`]: implicit differentiation of functions defined by conditions (roots,
 //!   fixed points, minimizers), with dense and matrix-free linear solvers.
 //!
@@ -26,14 +28,17 @@
 
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod backend;
 pub mod error;
 pub mod host;
 pub mod implicit;
+pub mod network;
 pub mod rules;
 pub mod scalar;
 pub mod spec;
 
+pub use alloc::{Allocator, Checkpoint, HeapAllocator, Lifetime};
 pub use backend::Backend;
 pub use error::{Error, Result};
 pub use host::{HostData, HostElement, HostTensor};

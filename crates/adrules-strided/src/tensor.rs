@@ -60,7 +60,7 @@ fn dtype_error(arg: &str, expected: DType, actual: DType) -> Error {
 }
 
 impl Tensor {
-    fn from_storage(
+    pub(crate) fn from_storage(
         storage: Storage,
         dims: &[usize],
         strides: &[isize],
@@ -247,6 +247,11 @@ impl Tensor {
         &self.storage
     }
 
+    /// The shared buffer, giving up this handle.
+    pub(crate) fn into_storage(self) -> Storage {
+        self.storage
+    }
+
     /// `true` when `self` and `other` share one buffer.
     pub fn shares_storage(&self, other: &Tensor) -> bool {
         self.storage.ptr_eq(&other.storage)
@@ -283,8 +288,10 @@ impl Tensor {
         }
         if !self.storage.is_unique() || !layout::is_non_overlapping(&self.dims, &self.strides) {
             let strides = layout::dense_like(&self.dims, &self.strides);
-            let mut data = storage::zeroed::<T>(layout::numel(&self.dims)?)?;
+            let mut buf = storage::shared::<T>(layout::numel(&self.dims)?, !preserve)?;
             if preserve {
+                let data = Arc::get_mut(&mut buf)
+                    .ok_or_else(|| Error::invalid("tensor", "a fresh buffer is shared"))?;
                 let src = self.view::<T>()?;
                 // SAFETY: `data` is a fresh dense buffer for the shape under `strides`.
                 let mut dst =
@@ -298,7 +305,7 @@ impl Tensor {
                     T::zero(),
                 )?;
             }
-            self.storage = T::into_storage(Arc::new(data));
+            self.storage = T::into_storage(buf);
             self.strides = strides;
             self.offset = 0;
         }

@@ -22,8 +22,9 @@
 //!   of `y`, the maps and the factorization, and can be applied any number of times.
 //! - [`LinearMaps`]: the one interface to whatever knows the derivatives of the conditions
 //!   (`A·v`, `Aᴴ·u`, `B·v`, `Bᴴ·u`). Sources: [`FnMaps`] (user closures), [`DenseMaps`]
-//!   (dense Jacobians), [`FiniteDifferences`] (tests only); a tensor-network source and the
-//!   engines' autodiff implement the same trait.
+//!   (dense Jacobians), [`NetworkConditions`] (conditions written as tensor networks,
+//!   differentiated by the network rules), [`FiniteDifferences`] (tests only); the engines'
+//!   autodiff (adapter crates) implement the same trait.
 //! - [`LinearSolver`] / [`Factorization`]: the linear solves. Built-in ([`SolverOptions`],
 //!   [`Method`]): dense LU and Cholesky (faer), matrix-free restarted GMRES and CG; the
 //!   [`Structure`] tag of `A` picks one under [`Method::Auto`].
@@ -113,12 +114,14 @@ mod forms;
 mod function;
 mod krylov;
 mod maps;
+mod network;
 mod solver;
 
 pub use conditions::{Conditions, FiniteDifferences, Point};
 pub use forms::{Argmin, FixedPoint};
 pub use function::{Cotangents, ImplicitFunction, Linearization, OnFailure, Tangents};
 pub use maps::{DenseMaps, FnMaps, LinearMaps, Structure};
+pub use network::{NetworkConditions, NetworkMaps, Operand};
 pub use solver::{
     AUTO_DENSE_LIMIT, Factorization, LinearSolver, Method, SolveStats, SolverOptions, System,
 };

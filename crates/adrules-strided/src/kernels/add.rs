@@ -1,10 +1,11 @@
 //! Permuted add, projected add and scaling on views.
 
-use adrules_core::{Conj, DynScalar, Permutation, Promote, Result};
+use adrules_core::{Conj, Dims, DynScalar, Permutation, Promote, Result};
 
 use super::engine;
 use super::update::{Axpby, Beta, Converting, CopyOp, Projecting, ScaleOp};
 use crate::element::Element;
+use crate::layout::Strides;
 use crate::storage;
 use crate::view::{StridedView, StridedViewMut};
 
@@ -84,7 +85,7 @@ pub(crate) fn add_impl<TA: Element, TC: Element>(
 ) -> Result<()> {
     p.check_add(a.dims(), c.dims())?;
     let ap = a.permuted(p)?;
-    let (dims, sc) = (c.dims().to_vec(), c.strides().to_vec());
+    let (dims, sc) = (Dims::from_slice(c.dims()), Strides::from_slice(c.strides()));
     // SAFETY: both views are valid; C is exclusively borrowed, so it is disjoint from A.
     unsafe {
         axpby(
@@ -118,7 +119,7 @@ pub fn add_projected<TA: Element, TC: Element>(
 ) -> Result<()> {
     p.check_add(a.dims(), c.dims())?;
     let ap = a.permuted(p)?;
-    let (dims, sc) = (c.dims().to_vec(), c.strides().to_vec());
+    let (dims, sc) = (Dims::from_slice(c.dims()), Strides::from_slice(c.strides()));
     let op = Axpby {
         alpha: TC::one(),
         beta: Beta::new(beta),
@@ -139,7 +140,7 @@ pub fn scale<T: Element>(t: &mut StridedViewMut<'_, T>, s: T) {
         return;
     }
     let op = ScaleOp((s != T::zero()).then_some(s));
-    let (dims, st) = (t.dims().to_vec(), t.strides().to_vec());
+    let (dims, st) = (Dims::from_slice(t.dims()), Strides::from_slice(t.strides()));
     let p = t.as_mut_ptr();
     // SAFETY: the op only touches C (the view itself), whose elements are distinct.
     unsafe { engine::for_each(&op, &dims, p, &st, p.cast_const(), &st) };

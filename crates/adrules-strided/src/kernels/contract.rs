@@ -18,7 +18,8 @@ use adrules_core::{Conj, ContractSpec, Promote, Result};
 use super::add::{axpby, scale};
 use crate::element::Element;
 use crate::element::private::MatrixRef;
-use crate::storage;
+use crate::layout::Strides;
+use crate::pool::Scratch;
 use crate::view::{StridedView, StridedViewMut};
 
 /// `m·n·k` from which GEMM runs on the rayon pool.
@@ -67,10 +68,10 @@ fn count(g: &Group) -> usize {
 /// Dense strides for a temporary holding `rows × cols` (groups in the given order): rows
 /// fastest when `rows_inner`, else columns fastest. Returns the per-axis strides of `rows`,
 /// of `cols`, and the matrix strides.
-fn dense(rows: &Group, cols: &Group, rows_inner: bool) -> (Vec<isize>, Vec<isize>, (isize, isize)) {
+fn dense(rows: &Group, cols: &Group, rows_inner: bool) -> (Strides, Strides, (isize, isize)) {
     let (m, n) = (count(rows) as isize, count(cols) as isize);
     let strides = |g: &Group, inner: isize| {
-        let mut out = vec![0; g.len()];
+        let mut out: Strides = SmallVec::from_elem(0, g.len());
         let mut acc = inner;
         for (k, ax) in g.iter().enumerate().rev() {
             out[k] = acc;
@@ -97,11 +98,11 @@ fn fastest_in(g: &Group, wg: usize, other: &Group, wo: usize) -> bool {
 }
 
 /// A GEMM operand: read in place, or packed into a temporary.
-struct Operand<T> {
+struct Operand<T: Element> {
     ptr: *const T,
     strides: (isize, isize),
     conj: bool,
-    _buffer: Vec<T>,
+    _buffer: Option<Scratch<T>>,
 }
 
 /// Packs (or wraps) one operand as a `rows × cols` matrix; `wr`/`wc` select the operand's
@@ -121,11 +122,11 @@ fn operand<T: Element, TC: Element>(
             ptr: x.as_ptr().cast(),
             strides,
             conj: conj.is_conj() && T::DTYPE.is_complex(),
-            _buffer: Vec::new(),
+            _buffer: None,
         });
     }
     let (r, c) = (count(rows), count(cols));
-    let mut buf = storage::zeroed::<TC>(r * c)?;
+    let mut buf = Scratch::<TC>::new(r * c)?;
     let (sr, scol, strides) = dense(rows, cols, !fastest_in(cols, wc, rows, wr));
     let dims: SmallVec<[usize; 8]> = rows.iter().chain(cols).map(|ax| ax.n).collect();
     let sdst: SmallVec<[isize; 8]> = sr.into_iter().chain(scol).collect();
@@ -151,7 +152,7 @@ fn operand<T: Element, TC: Element>(
         ptr: buf.as_ptr(),
         strides,
         conj: false,
-        _buffer: buf,
+        _buffer: Some(buf),
     })
 }
 
@@ -208,7 +209,7 @@ pub(crate) fn contract_impl<TA: Element, TB: Element, TC: Element>(
         a.strides(),
         b.dims(),
         b.strides(),
-        c.strides().to_vec(),
+        Strides::from_slice(c.strides()),
     );
     let na = spec.open_a().len();
     let ip = spec.perm_ab().inverse();
@@ -335,7 +336,7 @@ pub(crate) fn contract_impl<TA: Element, TB: Element, TC: Element>(
         return Ok(());
     }
     // C is not a matrix: GEMM into a temporary, then C ← β·C + P(temporary).
-    let mut tmp = storage::zeroed::<TC>(m * n)?;
+    let mut tmp = Scratch::<TC>::new(m * n)?;
     let (sm, sn, (rs, cs)) = dense(&ms, &ns, !fastest_in(&ns, 1, &ms, 1));
     // SAFETY: `tmp` is a fresh m × n buffer; the operands are valid matrices.
     unsafe {
@@ -350,11 +351,11 @@ pub(crate) fn contract_impl<TA: Element, TB: Element, TC: Element>(
             parallel,
         )
     };
-    let mut st = vec![0isize; c.rank()];
+    let mut st: Strides = SmallVec::from_elem(0, c.rank());
     for (ax, s) in ms.iter().zip(sm).chain(ns.iter().zip(sn)) {
         st[ax.c_axis] = s;
     }
-    let dims = c.dims().to_vec();
+    let dims = adrules_core::Dims::from_slice(c.dims());
     // SAFETY: `tmp` holds every element of C's index space under strides `st` (axes of
     // extent 1 have index 0); C is exclusively borrowed.
     unsafe {

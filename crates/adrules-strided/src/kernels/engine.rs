@@ -119,15 +119,24 @@ struct Tile {
     unit: bool,
 }
 
+thread_local! {
+    /// Offset tables of the last transposition on this thread, reused by the next one.
+    static TABLES: std::cell::Cell<[Vec<isize>; 2]> = const { std::cell::Cell::new([Vec::new(), Vec::new()]) };
+}
+
 /// Offsets of every combined index of `group` (innermost axis first and fastest) under the
-/// strides picked by `stride`.
-fn offsets(group: &[Axis], stride: impl Fn(&Axis) -> isize) -> Vec<isize> {
-    let mut out = vec![0isize];
+/// strides picked by `stride`, written into `out` (whose capacity is reused).
+fn offsets(mut out: Vec<isize>, group: &[Axis], stride: impl Fn(&Axis) -> isize) -> Vec<isize> {
+    out.clear();
+    out.push(0);
     for ax in group {
-        let s = stride(ax);
-        out = (0..ax.n as isize)
-            .flat_map(|i| out.iter().map(move |&o| o + i * s))
-            .collect();
+        let (s, len) = (stride(ax), out.len());
+        for i in 1..ax.n as isize {
+            for j in 0..len {
+                let o = out[j] + i * s;
+                out.push(o);
+            }
+        }
     }
     out
 }
@@ -189,7 +198,8 @@ pub(crate) unsafe fn for_each<TA: Copy + Sync, TC: Copy + Send, O: Op<TA, TC>>(
             vx.sa = -vx.sa;
         }
         let unit = ux.sc == 1 && vx.sa == 1;
-        let (mut ug, mut vg) = (vec![ux], vec![vx]);
+        let (mut ug, mut vg): (SmallVec<[Axis; 8]>, SmallVec<[Axis; 8]>) =
+            (SmallVec::from_elem(ux, 1), SmallVec::from_elem(vx, 1));
         let len = |g: &[Axis]| g.iter().map(|x| x.n).product::<usize>();
         while unit {
             let (ul, vl) = (ug[ug.len() - 1], vg[vg.len() - 1]);
@@ -209,12 +219,13 @@ pub(crate) unsafe fn for_each<TA: Copy + Sync, TC: Copy + Send, O: Op<TA, TC>>(
                 break;
             }
         }
+        let [a_rows, c_rows] = TABLES.with(|t| t.take());
         tile = Some(Tile {
             u_sc: ux.sc,
             v_sa: vx.sa,
             u_sa: ux.sa,
-            a_rows: offsets(&ug, |x| x.sa),
-            c_rows: offsets(&vg, |x| x.sc),
+            a_rows: offsets(a_rows, &ug, |x| x.sa),
+            c_rows: offsets(c_rows, &vg, |x| x.sc),
             unit,
         });
     }
@@ -249,6 +260,9 @@ pub(crate) unsafe fn for_each<TA: Copy + Sync, TC: Copy + Send, O: Op<TA, TC>>(
     };
     // SAFETY: forwarded.
     unsafe { split(op, &plan, part, Ptr(c), Ptr(a.cast_mut()), pieces) };
+    if let Some(t) = plan.tile {
+        TABLES.with(|c| c.set([t.a_rows, t.c_rows]));
+    }
 }
 
 /// A part of the work: outer axes (for a line plan the last one is the line) and, for a

@@ -6,7 +6,7 @@
 
 use smallvec::SmallVec;
 
-use adrules_core::{Conj, DynScalar, Promote, Result, TraceSpec};
+use adrules_core::{Conj, Dims, DynScalar, Promote, Result, TraceSpec};
 
 use super::add::{axpby, scale};
 use super::engine;
@@ -98,7 +98,7 @@ pub(crate) fn trace_impl<TA: Element, TC: Element>(
     spec.check(a.dims(), c.dims())?;
     let (kept, qd, qs) = diagonal(a.dims(), a.strides(), spec);
     let terms: usize = qd.iter().product();
-    let (dims, sc) = (c.dims().to_vec(), c.strides().to_vec());
+    let (dims, sc) = (Dims::from_slice(c.dims()), Strides::from_slice(c.strides()));
     if terms == 0 {
         scale(c, beta);
         return Ok(());

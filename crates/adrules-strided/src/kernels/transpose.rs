@@ -462,7 +462,7 @@ mod tests {
                 (33, 150, true),
                 (5, 3, false),
             ] {
-                let (ld_src, ld_dst) = (nv + 3, (nu + 8).next_multiple_of(16));
+                let (ld_src, ld_dst) = (nv + 3, (nu + 8usize).next_multiple_of(16));
                 let src: Vec<T> = (0..nu * ld_src).map(&make).collect();
                 let mut dst: Vec<T> = (0..nv * ld_dst).map(|_| make(usize::MAX / 2)).collect();
                 // irregular source rows (reversed), regular destination rows

@@ -1,0 +1,465 @@
+//! [`NetworkPlan`]: a network lowered, for fixed shapes, to a sequence of primitive calls,
+//! and its primal executor.
+
+use smallvec::SmallVec;
+
+use super::structure::Network;
+use super::tree::{ContractionTree, Order};
+use crate::alloc::{Allocator, HeapAllocator, Lifetime};
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::scalar::{DType, DynScalar};
+use crate::spec::{Axes, Conj, ContractSpec, Dims, Permutation, TraceSpec};
+
+/// One primitive call of a plan. Values `0..n` are the operands; step `s` produces value
+/// `n + s`; the last step produces the network's result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// `out = P_perm(op(input))` ([`Backend::add`]); only for a one-operand network without
+    /// traces.
+    Add {
+        /// the value read
+        input: usize,
+        /// output axis `m` is input axis `perm[m]`
+        perm: Permutation,
+        /// conjugation flag of the operand
+        conj: Conj,
+    },
+    /// `out = P_p(tr op(input))` ([`Backend::trace`]): the partial traces of one operand.
+    Trace {
+        /// the value read (an operand)
+        input: usize,
+        /// kept axes (in output order) and traced pairs
+        spec: TraceSpec,
+        /// conjugation flag of the operand
+        conj: Conj,
+    },
+    /// `out = P(op(a)·op(b))` ([`Backend::contract`]): one merge of the contraction tree.
+    Contract {
+        /// the left value
+        a: usize,
+        /// the right value
+        b: usize,
+        /// axes contracted, kept, and the output permutation
+        spec: ContractSpec,
+        /// conjugation flag of `a` (an operand's flag, [`Conj::No`] for intermediates)
+        conj_a: Conj,
+        /// conjugation flag of `b`
+        conj_b: Conj,
+    },
+}
+
+impl Step {
+    /// The values this step reads.
+    pub fn inputs(&self) -> SmallVec<[usize; 2]> {
+        match self {
+            Step::Add { input, .. } | Step::Trace { input, .. } => SmallVec::from_slice(&[*input]),
+            Step::Contract { a, b, .. } => SmallVec::from_slice(&[*a, *b]),
+        }
+    }
+}
+
+/// A network lowered for fixed operand shapes: validated once, executed many times.
+///
+/// Lowering (TensorOperations' convention, 0-based): the partial traces of each operand come
+/// first ([`Step::Trace`]); then every merge of the [`ContractionTree`] is one
+/// [`Step::Contract`] over all labels its two values share. An intermediate keeps its axes in
+/// the order `(open axes of a…, open axes of b…)`, so its contraction writes without an
+/// output permutation; the last step permutes into the output order. Contracted axes are
+/// paired in the axis order of the larger of the two values, which spares the larger one a
+/// transposition in GEMM-based backends. Conjugation flags act on operands only; intermediates
+/// are stored unconjugated.
+///
+/// Intermediates take the joined dtype of what they contract ([`DType::join`]); the result
+/// takes the joined dtype of all operands.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetworkPlan {
+    operand_dims: Vec<Dims>,
+    tree: ContractionTree,
+    steps: Vec<Step>,
+    step_dims: Vec<Dims>,
+    cost: f64,
+}
+
+fn positions(of: &[usize], within: &[usize]) -> Axes {
+    of.iter()
+        .map(|l| within.iter().position(|m| m == l).unwrap_or(usize::MAX))
+        .collect()
+}
+
+fn size(labels: &[usize], label_dims: &[usize]) -> f64 {
+    labels.iter().map(|&l| label_dims[l] as f64).product()
+}
+
+/// Lowers the merge of values labelled `la` and `lb`; with `out`, the result is permuted into
+/// that label order. Returns the spec and the labels of the result.
+fn lower_pair(
+    la: &[usize],
+    lb: &[usize],
+    label_dims: &[usize],
+    out: Option<&[usize]>,
+) -> Result<(ContractSpec, Vec<usize>)> {
+    let larger = if size(lb, label_dims) > size(la, label_dims) {
+        lb
+    } else {
+        la
+    };
+    let shared: Vec<usize> = larger
+        .iter()
+        .copied()
+        .filter(|l| la.contains(l) && lb.contains(l))
+        .collect();
+    let open_a: Vec<usize> = la.iter().copied().filter(|l| !shared.contains(l)).collect();
+    let open_b: Vec<usize> = lb.iter().copied().filter(|l| !shared.contains(l)).collect();
+    let natural: Vec<usize> = open_a.iter().chain(&open_b).copied().collect();
+    let perm: Axes = match out {
+        Some(out) => positions(out, &natural),
+        None => (0..natural.len()).collect(),
+    };
+    let spec = ContractSpec::new(
+        &positions(&open_a, la),
+        &positions(&shared, la),
+        &positions(&shared, lb),
+        &positions(&open_b, lb),
+        &perm,
+    )?;
+    Ok((spec, out.map_or(natural, <[usize]>::to_vec)))
+}
+
+impl NetworkPlan {
+    /// Lowers `network` for operands of shapes `dims`, with the contraction tree that `order`
+    /// asks for.
+    ///
+    /// # Errors
+    /// [`Error::CountMismatch`] (argument `"dims"`) when `dims` does not have one shape per
+    /// operand; [`Error::RankMismatch`] (argument `"operand k"`) when a shape's rank differs
+    /// from the length of the operand's label list; [`Error::ShapeMismatch`] naming the
+    /// operand, axis and label when the two axes of a contracted (or traced) label differ in
+    /// dimension; the errors of [`Order`] (an invalid label order or tree, an optimizer
+    /// failure).
+    pub fn new<D: AsRef<[usize]>>(network: &Network, dims: &[D], order: &Order) -> Result<Self> {
+        let n = network.num_operands();
+        if dims.len() != n {
+            return Err(Error::CountMismatch {
+                arg: "dims".into(),
+                expected: n,
+                actual: dims.len(),
+            });
+        }
+        let mut label_dims: Vec<Option<(usize, usize, usize)>> = vec![None; network.num_labels()];
+        for (k, (d, labels)) in dims.iter().zip(network.inputs()).enumerate() {
+            let d = d.as_ref();
+            if d.len() != labels.len() {
+                return Err(Error::rank(format!("operand {k}"), labels.len(), d.len()));
+            }
+            for (axis, (&dim, &id)) in d.iter().zip(labels).enumerate() {
+                match label_dims[id] {
+                    None => label_dims[id] = Some((dim, k, axis)),
+                    Some((first, k0, a0)) if first != dim => {
+                        return Err(Error::shape(
+                            format!(
+                                "operand {k} (axis {axis}, label {}, paired with axis {a0} of operand {k0})",
+                                network.label(id)
+                            ),
+                            &[first],
+                            &[dim],
+                        ));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        let label_dims: Vec<usize> = label_dims.iter().map(|d| d.map_or(0, |d| d.0)).collect();
+        let tree = network.tree(&label_dims, order)?;
+        let mut steps = Vec::new();
+        // labels of every value, and the flag to apply when reading it
+        let mut labels: Vec<Vec<usize>> = network.inputs().iter().map(|l| l.to_vec()).collect();
+        let mut conj: Vec<Conj> = network.conj().to_vec();
+        let output = network.output();
+        // value holding operand k after its traces
+        let mut leaf: Vec<usize> = (0..n).collect();
+        for (k, ax) in network.inputs().iter().enumerate() {
+            let kept = network.kept_labels(k);
+            let traced = kept.len() < ax.len();
+            if !traced && n > 1 {
+                continue;
+            }
+            let target = if n == 1 { output.to_vec() } else { kept };
+            let p = positions(&target, ax);
+            if traced {
+                let (mut q1, mut q2) = (Axes::new(), Axes::new());
+                for (i, l) in ax.iter().enumerate() {
+                    if !target.contains(l) && !q1.iter().any(|&j| ax[j] == *l) {
+                        q1.push(i);
+                        q2.extend(ax.iter().rposition(|m| m == l));
+                    }
+                }
+                let spec = TraceSpec::new(&p, &q1, &q2)?;
+                steps.push(Step::Trace {
+                    input: k,
+                    spec,
+                    conj: network.conj()[k],
+                });
+            } else {
+                steps.push(Step::Add {
+                    input: k,
+                    perm: Permutation::new(&p)?,
+                    conj: network.conj()[k],
+                });
+            }
+            leaf[k] = labels.len();
+            labels.push(target);
+            conj.push(Conj::No);
+        }
+        let mut value_of: Vec<usize> = leaf;
+        let last = tree.merges().len();
+        for (m, &[x, y]) in tree.merges().iter().enumerate() {
+            let (a, b) = (value_of[x], value_of[y]);
+            let out = (m + 1 == last).then_some(output);
+            let (mut a, mut b) = (a, b);
+            let (mut spec, mut res) = lower_pair(&labels[a], &labels[b], &label_dims, out)?;
+            if !spec.perm_ab().is_identity() {
+                let (s2, r2) = lower_pair(&labels[b], &labels[a], &label_dims, out)?;
+                if s2.perm_ab().is_identity() {
+                    (spec, res) = (s2, r2);
+                    std::mem::swap(&mut a, &mut b);
+                }
+            }
+            steps.push(Step::Contract {
+                a,
+                b,
+                spec,
+                conj_a: conj[a],
+                conj_b: conj[b],
+            });
+            value_of.push(labels.len());
+            labels.push(res);
+            conj.push(Conj::No);
+        }
+        let mut cost = 0.0;
+        let step_dims: Vec<Dims> = steps
+            .iter()
+            .enumerate()
+            .map(|(s, step)| {
+                let res = &labels[n + s];
+                let mut all: Vec<usize> = Vec::new();
+                for v in step.inputs() {
+                    for &l in &labels[v] {
+                        if !all.contains(&l) {
+                            all.push(l);
+                        }
+                    }
+                }
+                cost += size(&all, &label_dims);
+                res.iter().map(|&l| label_dims[l]).collect()
+            })
+            .collect();
+        Ok(NetworkPlan {
+            operand_dims: dims
+                .iter()
+                .map(|d| d.as_ref().iter().copied().collect())
+                .collect(),
+            tree,
+            steps,
+            step_dims,
+            cost,
+        })
+    }
+
+    /// Number of operands.
+    pub fn num_operands(&self) -> usize {
+        self.operand_dims.len()
+    }
+
+    /// The shape the plan expects for operand `k`.
+    pub fn operand_dims(&self, k: usize) -> Option<&[usize]> {
+        self.operand_dims.get(k).map(|d| d.as_slice())
+    }
+
+    /// The shape of the result.
+    pub fn output_dims(&self) -> &[usize] {
+        self.step_dims.last().map_or(&[], |d| d.as_slice())
+    }
+
+    /// The contraction tree the plan follows.
+    pub fn tree(&self) -> &ContractionTree {
+        &self.tree
+    }
+
+    /// The primitive calls, in execution order.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// The shape of the value step `s` produces.
+    pub fn step_dims(&self, s: usize) -> Option<&[usize]> {
+        self.step_dims.get(s).map(|d| d.as_slice())
+    }
+
+    /// Scalar multiply-adds of the plan: for each step, the product of the dimensions of all
+    /// labels it touches (for a contraction, output size × contracted size).
+    pub fn cost(&self) -> f64 {
+        self.cost
+    }
+
+    /// Checks operand count and shapes; returns the joined dtype of the operands.
+    pub(crate) fn check_operands<B: Backend>(
+        &self,
+        be: &B,
+        operands: &[&B::Tensor],
+    ) -> Result<DType> {
+        if operands.len() != self.num_operands() {
+            return Err(Error::CountMismatch {
+                arg: "operands".into(),
+                expected: self.num_operands(),
+                actual: operands.len(),
+            });
+        }
+        let mut dtype = DType::F32;
+        for (k, (t, d)) in operands.iter().zip(&self.operand_dims).enumerate() {
+            let dims = be.dims(t);
+            if dims != *d {
+                return Err(Error::shape(format!("operand {k}"), d, &dims));
+            }
+            dtype = dtype.join(be.dtype(t));
+        }
+        Ok(dtype)
+    }
+
+    /// Contracts the network: a new tensor of shape [`output_dims`](Self::output_dims) and the
+    /// joined dtype of the operands. Intermediates come from the heap ([`HeapAllocator`]).
+    ///
+    /// # Errors
+    /// [`Error::CountMismatch`] (argument `"operands"`) for a wrong number of operands;
+    /// [`Error::ShapeMismatch`] (argument `"operand k"`) when a shape differs from the planned
+    /// one; dtype and engine errors of the backend.
+    pub fn execute<B: Backend>(&self, be: &B, operands: &[&B::Tensor]) -> Result<B::Tensor> {
+        self.execute_with(be, &HeapAllocator, operands)
+    }
+
+    /// As [`execute`](Self::execute), with intermediates (and the result, as a
+    /// [`Lifetime::Persistent`] allocation) from `alloc`.
+    ///
+    /// # Errors
+    /// As [`execute`](Self::execute).
+    pub fn execute_with<B: Backend, A: Allocator<B>>(
+        &self,
+        be: &B,
+        alloc: &A,
+        operands: &[&B::Tensor],
+    ) -> Result<B::Tensor> {
+        let dtype = self.check_operands(be, operands)?;
+        let mut c = alloc.allocate(be, self.output_dims(), dtype, Lifetime::Persistent)?;
+        let (one, zero) = (DynScalar::one(dtype), DynScalar::zero(dtype));
+        self.run(be, alloc, operands, &mut c, one, zero)?;
+        Ok(c)
+    }
+
+    /// BLAS-style execution into an existing tensor: `C ← β·C + α·network(operands)`, with
+    /// intermediates from `alloc` (given back as soon as consumed). `β = 0` is a strong zero.
+    ///
+    /// # Errors
+    /// As [`execute`](Self::execute), plus the backend's shape and dtype errors for `c`,
+    /// `alpha` and `beta` (the operands' dtypes must promote to C's).
+    pub fn execute_into<B: Backend, A: Allocator<B>>(
+        &self,
+        be: &B,
+        alloc: &A,
+        c: &mut B::Tensor,
+        operands: &[&B::Tensor],
+        alpha: DynScalar,
+        beta: DynScalar,
+    ) -> Result<()> {
+        self.check_operands(be, operands)?;
+        self.run(be, alloc, operands, c, alpha, beta)
+    }
+
+    fn run<B: Backend, A: Allocator<B>>(
+        &self,
+        be: &B,
+        alloc: &A,
+        operands: &[&B::Tensor],
+        c: &mut B::Tensor,
+        alpha: DynScalar,
+        beta: DynScalar,
+    ) -> Result<()> {
+        let last = self.steps.len() - 1;
+        self.walk(be, alloc, operands, c, |s, out, inputs| {
+            let op = self.steps[s].op();
+            if s == last {
+                op.with_coefficients(alpha, beta).apply(be, out, inputs)
+            } else {
+                op.apply(be, out, inputs)
+            }
+        })
+    }
+
+    /// Runs the steps in order, inside [`Allocator::scope`]: step `s` writes, through
+    /// `f(s, out, inputs)`, into a fresh temporary from `alloc` (of the joined dtype of its
+    /// inputs), except the last step, which writes into `c`. A temporary is given back to
+    /// `alloc` as soon as its consumer has run; whatever `f` keeps of it (a pullback's clone)
+    /// keeps the storage alive (see [`crate::alloc`]).
+    pub(crate) fn walk<B: Backend, A: Allocator<B>>(
+        &self,
+        be: &B,
+        alloc: &A,
+        operands: &[&B::Tensor],
+        c: &mut B::Tensor,
+        f: impl FnMut(usize, &mut B::Tensor, &[&B::Tensor]) -> Result<()>,
+    ) -> Result<()> {
+        alloc.scope(|| self.walk_steps(be, alloc, operands, c, f))
+    }
+
+    fn walk_steps<B: Backend, A: Allocator<B>>(
+        &self,
+        be: &B,
+        alloc: &A,
+        operands: &[&B::Tensor],
+        c: &mut B::Tensor,
+        mut f: impl FnMut(usize, &mut B::Tensor, &[&B::Tensor]) -> Result<()>,
+    ) -> Result<()> {
+        let n = operands.len();
+        let mut values: SmallVec<[Option<B::Tensor>; 16]> =
+            (0..self.steps.len()).map(|_| None).collect();
+        for (s, step) in self.steps.iter().enumerate() {
+            let ids = step.inputs();
+            let result = {
+                let inputs: SmallVec<[&B::Tensor; 2]> = ids
+                    .iter()
+                    .map(|&v| value(operands, &values, v))
+                    .collect::<Result<_>>()?;
+                if s + 1 == self.steps.len() {
+                    f(s, c, &inputs)?;
+                    None
+                } else {
+                    let dtype = inputs
+                        .iter()
+                        .fold(DType::F32, |acc, t| acc.join(be.dtype(t)));
+                    let mut t =
+                        alloc.allocate(be, &self.step_dims[s], dtype, Lifetime::Temporary)?;
+                    f(s, &mut t, &inputs)?;
+                    Some(t)
+                }
+            };
+            values[s] = result;
+            for v in ids {
+                if let Some(t) = v.checked_sub(n).and_then(|i| values[i].take()) {
+                    alloc.free(t);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Value `v` during execution: operand `v`, or the result of step `v − n`.
+pub(crate) fn value<'a, T>(operands: &[&'a T], values: &'a [Option<T>], v: usize) -> Result<&'a T> {
+    let n = operands.len();
+    if v < n {
+        return Ok(operands[v]);
+    }
+    values
+        .get(v - n)
+        .and_then(Option::as_ref)
+        .ok_or_else(|| Error::invalid("plan", format!("value {v} is read before it is computed")))
+}
