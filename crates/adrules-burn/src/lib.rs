@@ -9,12 +9,14 @@
 //!   instead through adrules-strided's kernels on Flex's own buffers (strided views, no copy
 //!   of transposed or broadcast operands; contractions on faer's GEMM).
 //! - [`forward`] / [`forward_autodiff`]: an [`Op`] (permuted add, partial trace, pairwise
-//!   contraction, each optionally updating an input C) on the primitives of any backend `B`;
-//!   on `Autodiff<B, C>` it is one [`Backward`](burn_autodiff::ops::Backward) node with every
-//!   input as a parent, whose backward is the core's pullback (see [`forward_autodiff`] for
-//!   checkpointing and failures).
-//! - [`apply`], [`contract`], [`add`], [`trace`]: the same on burn's user-facing
-//!   [`Tensor`](burn_tensor::Tensor), routed to Flex (with autodiff when an input has it).
+//!   contraction, each optionally updating an input C, or a whole tensor network with any
+//!   number of operands) on the primitives of any backend `B`; on `Autodiff<B, C>` it is one
+//!   [`Backward`](burn_autodiff::ops::Backward) node with every input as a parent, whose
+//!   backward is the core's pullback (see [`forward_autodiff`] for checkpointing and
+//!   failures).
+//! - [`apply`], [`contract`], [`add`], [`trace`], [`einsum`], [`ncon`]: the same on burn's
+//!   user-facing [`Tensor`](burn_tensor::Tensor), routed to Flex (with autodiff when an input
+//!   has it).
 //! - [`Implicit`]: implicit functions whose conditions are written with burn tensors; the
 //!   pullback solves with `Aᴴ` and applies `Bᴴ`, both from burn's own backward pass.
 //! - [`take_backward_errors`]: what went wrong inside burn's infallible backward pass.
@@ -71,7 +73,7 @@ pub use implicit::Implicit;
 pub use node::take_backward_errors;
 pub use op::Op;
 pub use primitive::{forward, forward_autodiff};
-pub use tensor::{Operand, add, apply, contract, trace};
+pub use tensor::{Operand, add, apply, contract, einsum, ncon, trace};
 
 // The burn crates this adapter is built on, at the pinned version (=0.22.1).
 pub use {burn_autodiff, burn_backend, burn_dispatch, burn_flex, burn_tensor};

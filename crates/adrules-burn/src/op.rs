@@ -1,6 +1,7 @@
 //! [`Op`] and its [`Rule`]: primal through the core op's `apply` on [`BurnBackend`],
 //! pullback through the core op's `pullback_at`.
 
+use adrules_core::network::{Network, NetworkPlan, NetworkPullback, Order};
 use adrules_core::rules::{Activity, AddOp, ContractOp, Cotangents, TraceOp};
 use adrules_core::{Backend as _, DType, Dims, DynScalar, Error, Result};
 use burn_backend::Backend;
@@ -11,10 +12,20 @@ use crate::node::Rule;
 /// An operation of the shared rules on burn tensors.
 ///
 /// # Inputs
-/// An op takes its operands in order — `[A]` (add, trace), `[A, B]` (contraction) — or, to
-/// update an input C as `C ← β·C + α·…`, C first: `[C, A]`, `[C, A, B]`. Without C, β must
-/// be zero. α and β are constants (burn differentiates tensors only), so the pullback never
-/// reads C, and reads A (B) only when B (A) needs a cotangent.
+/// A primitive takes its operands in order — `[A]` (add, trace), `[A, B]` (contraction) —
+/// or, to update an input C as `C ← β·C + α·…`, C first: `[C, A]`, `[C, A, B]`. Without C,
+/// β must be zero. α and β are constants (burn differentiates tensors only), so the pullback
+/// never reads C, and reads A (B) only when B (A) needs a cotangent. A network takes its
+/// operands in the order of its index lists.
+///
+/// # Networks
+/// A whole network is one node of burn's graph, whatever the number of operands (burn's
+/// arity is a const generic): the forward pass runs the core's plan
+/// ([`NetworkPlan::rrule`]: partial traces, then one pairwise contraction per merge of the
+/// contraction tree) and the node keeps that plan's pullback, with the intermediates it
+/// reads, until backward, where the pairwise pullbacks run in reverse. The plan is built for
+/// the operand shapes at each call (its contraction order is searched then for Einstein
+/// strings, see [`Order`]).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Op {
@@ -24,6 +35,23 @@ pub enum Op {
     Trace(TraceOp),
     /// pairwise contraction `C ← β·C + α·P(A·B)`
     Contract(ContractOp),
+    /// a tensor network (ncon lists or an Einstein string) contracted in `order`
+    Network {
+        /// the network's structure
+        network: Network,
+        /// the contraction order (planned for the operand shapes at each call)
+        order: Order,
+    },
+}
+
+impl From<Network> for Op {
+    /// The network in its notation's default order.
+    fn from(network: Network) -> Self {
+        Op::Network {
+            network,
+            order: Order::Default,
+        }
+    }
 }
 
 impl From<AddOp> for Op {
@@ -50,6 +78,7 @@ impl Op {
         match self {
             Op::Add(_) | Op::Trace(_) => 1,
             Op::Contract(_) => 2,
+            Op::Network { network, .. } => network.num_operands(),
         }
     }
 
@@ -59,25 +88,28 @@ impl Op {
             Op::Add(o) => o.perm.len(),
             Op::Trace(o) => o.spec.rank_c(),
             Op::Contract(o) => o.spec.rank_c(),
+            Op::Network { network, .. } => network.output_labels().len(),
         }
     }
 
-    fn beta(&self) -> DynScalar {
+    /// β, or `None` for an op without an input C (a network).
+    fn beta(&self) -> Option<DynScalar> {
         match self {
-            Op::Add(o) => o.beta,
-            Op::Trace(o) => o.beta,
-            Op::Contract(o) => o.beta,
+            Op::Add(o) => Some(o.beta),
+            Op::Trace(o) => Some(o.beta),
+            Op::Contract(o) => Some(o.beta),
+            Op::Network { .. } => None,
         }
     }
 
     /// The rule of this op called with `n` inputs.
     ///
     /// # Errors
-    /// [`Error::CountMismatch`] when `n` is neither the operand count nor one more (with C);
-    /// [`Error::InvalidArgument`] naming `beta` for a nonzero β without C.
+    /// [`Error::CountMismatch`] when `n` is neither the operand count nor, for a primitive,
+    /// one more (with C); [`Error::InvalidArgument`] naming `beta` for a nonzero β without C.
     pub(crate) fn call(&self, n: usize) -> Result<Call> {
         let operands = self.operands();
-        let with_c = n == operands + 1;
+        let with_c = self.beta().is_some() && n == operands + 1;
         if n != operands && !with_c {
             return Err(Error::CountMismatch {
                 arg: "inputs".into(),
@@ -85,13 +117,13 @@ impl Op {
                 actual: n,
             });
         }
-        if !with_c && !self.beta().is_zero() {
+        if let Some(beta) = self.beta()
+            && !with_c
+            && !beta.is_zero()
+        {
             return Err(Error::invalid(
                 "beta",
-                format!(
-                    "is {}, but no input C was given to scale: pass C first",
-                    self.beta()
-                ),
+                format!("is {beta}, but no input C was given to scale: pass C first"),
             ));
         }
         Ok(Call {
@@ -160,10 +192,14 @@ impl Call {
 }
 
 impl Rule for Call {
-    type Saved<B: Backend> = ();
+    /// a network's pullback, with the intermediates it reads
+    type Saved<B: Backend> = Option<NetworkPullback<BurnBackend<B>>>;
 
     fn scalar_input(&self, i: usize) -> bool {
         let rank = match (i.checked_sub(self.k()), &self.op) {
+            (_, Op::Network { network, .. }) => {
+                network.operand_labels(i).map_or(1, |labels| labels.len())
+            }
             (None, _) => self.op.output_rank(),
             (Some(_), Op::Add(o)) => o.perm.len(),
             (Some(_), Op::Trace(o)) => o.spec.rank_a(),
@@ -177,8 +213,8 @@ impl Rule for Call {
         &self,
         be: &BurnBackend<B>,
         x: &[BurnTensor<B>],
-        _active: &[bool],
-    ) -> Result<(BurnTensor<B>, ())> {
+        active: &[bool],
+    ) -> Result<(BurnTensor<B>, Self::Saved<B>)> {
         let k = self.k();
         let expected = self.op.operands() + k;
         if x.len() != expected {
@@ -199,18 +235,32 @@ impl Rule for Call {
                     Ok(o.perm.apply(&dims))
                 })?;
                 o.apply(be, &mut c, a)?;
-                Ok((c, ()))
+                Ok((c, None))
             }
             Op::Trace(o) => {
                 let mut c = self.output(be, x, || o.spec.output_dims(&be.dims(a)))?;
                 o.apply(be, &mut c, a)?;
-                Ok((c, ()))
+                Ok((c, None))
             }
             Op::Contract(o) => {
                 let b = &x[k + 1];
                 let mut c = self.output(be, x, || o.spec.output_dims(&be.dims(a), &be.dims(b)))?;
                 o.apply(be, &mut c, a, b)?;
-                Ok((c, ()))
+                Ok((c, None))
+            }
+            Op::Network { network, order } => {
+                for (i, t) in x.iter().enumerate() {
+                    be.check(&format!("operand {i}"), t)?;
+                }
+                let dims: Vec<Dims> = x.iter().map(|t| be.dims(t)).collect();
+                let plan = NetworkPlan::new(network, &dims, order)?;
+                let operands: Vec<&BurnTensor<B>> = x.iter().collect();
+                if active.iter().any(|&a| a) {
+                    let (c, pullback) = plan.rrule(be, &operands, active)?;
+                    Ok((c, Some(pullback)))
+                } else {
+                    Ok((plan.execute(be, &operands)?, None))
+                }
             }
         }
     }
@@ -238,7 +288,7 @@ impl Rule for Call {
         &self,
         be: &BurnBackend<B>,
         x: &[BurnTensor<B>],
-        _saved: &(),
+        saved: &Self::Saved<B>,
         active: &[bool],
         c_bar: &BurnTensor<B>,
     ) -> Result<Vec<Option<BurnTensor<B>>>> {
@@ -250,6 +300,12 @@ impl Rule for Call {
             Op::Contract(o) => o
                 .pullback_at(be, c_bar, &x[k], &x[k + 1], act)?
                 .pullback(c_bar)?,
+            Op::Network { .. } => {
+                let pullback = saved.as_ref().ok_or_else(|| {
+                    Error::invalid("pullback", "a network node recorded without its pullback")
+                })?;
+                return pullback.pullback(c_bar);
+            }
         };
         Ok(self.in_order(g))
     }

@@ -1,5 +1,6 @@
 //! The ops on burn's user-facing tensors ([`burn_tensor::Tensor`]), routed to Flex.
 
+use adrules_core::network::Network;
 use adrules_core::rules::{AddOp, ContractOp, TraceOp};
 use adrules_core::{Error, Result};
 use burn_autodiff::Autodiff;
@@ -141,6 +142,32 @@ pub fn contract<const D: usize>(
     b: impl Into<Operand>,
 ) -> Result<Tensor<D>> {
     apply(&op.clone().into(), [a.into(), b.into()])
+}
+
+/// The tensor network of the Einstein string `subscripts` (explicit output, every label
+/// twice in total: see [`Network::einsum`]) on `operands`, as one node, in an order searched
+/// for the operand shapes.
+///
+/// # Errors
+/// The string's errors ([`Error::Parse`], [`Error::InvalidLabel`]); otherwise as [`apply`].
+pub fn einsum<const N: usize, const D: usize>(
+    subscripts: &str,
+    operands: [Operand; N],
+) -> Result<Tensor<D>> {
+    apply(&Network::einsum(subscripts)?.into(), operands)
+}
+
+/// The tensor network of the ncon index lists `indices` (positive labels contracted,
+/// negative labels open, output ordered `−1, −2, …`: see [`Network::ncon`]) on `operands`,
+/// as one node, in the ncon order.
+///
+/// # Errors
+/// The lists' errors ([`Error::InvalidLabel`]); otherwise as [`apply`].
+pub fn ncon<const N: usize, const D: usize, I: AsRef<[i64]>>(
+    indices: &[I],
+    operands: [Operand; N],
+) -> Result<Tensor<D>> {
+    apply(&Network::ncon(indices, None)?.into(), operands)
 }
 
 /// `C = α·P(op(A))` (see [`AddOp`]; β must be zero).

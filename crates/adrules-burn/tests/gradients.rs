@@ -11,8 +11,11 @@ use adrules_burn::burn_backend::{AutodiffBackend, Backend as BurnBackendTrait};
 use adrules_burn::burn_flex::Flex;
 use adrules_burn::burn_tensor::{DType as BurnDType, Device, Tensor, TensorData};
 use adrules_burn::{BurnBackend, BurnTensor, Op, forward, forward_autodiff};
+use adrules_core::network::{Network, NetworkPlan};
 use adrules_core::rules::{Activity, AddOp, ContractOp, TraceOp};
-use adrules_core::{Backend, ContractSpec, DType, DynScalar, HostTensor, Permutation, TraceSpec};
+use adrules_core::{
+    Backend, ContractSpec, DType, Dims, DynScalar, HostTensor, Permutation, TraceSpec,
+};
 use adrules_strided::Strided;
 use adrules_testing::{FiniteDifference, ReferenceBackend, Rng, Tolerance, Value};
 // burn-ndarray is deprecated upstream; it serves here as a second, independent backend
@@ -72,6 +75,14 @@ fn rule_gradients<R: Backend, const N: usize>(
 ) -> Vec<Option<HostTensor>> {
     let t: Vec<_> = x.iter().map(|h| r.from_host(h.clone()).unwrap()).collect();
     let wt = r.from_host(w.clone()).unwrap();
+    let h = |t: Option<R::Tensor>| t.map(|t| r.to_host(&t).unwrap());
+    if let Op::Network { network, order } = op {
+        let dims: Vec<Dims> = t.iter().map(|x| r.dims(x)).collect();
+        let plan = NetworkPlan::new(network, &dims, order).unwrap();
+        let operands: Vec<&R::Tensor> = t.iter().collect();
+        let (_, pullback) = plan.rrule(r, &operands, &active).unwrap();
+        return pullback.pullback(&wt).unwrap().into_iter().map(h).collect();
+    }
     let dtype = x.iter().fold(DType::F32, |d, h| d.join(h.dtype()));
     let mut c = r.zeros(w.dims(), dtype).unwrap();
     let act = Activity {
@@ -83,10 +94,9 @@ fn rule_gradients<R: Backend, const N: usize>(
         Op::Add(o) => o.rrule(r, &mut c, &t[0], act).unwrap().pullback(&wt),
         Op::Trace(o) => o.rrule(r, &mut c, &t[0], act).unwrap().pullback(&wt),
         Op::Contract(o) => o.rrule(r, &mut c, &t[0], &t[1], act).unwrap().pullback(&wt),
-        _ => unreachable!("only primitive ops here"),
+        _ => unreachable!("every op is listed"),
     }
     .unwrap();
-    let h = |t: Option<R::Tensor>| t.map(|t| r.to_host(&t).unwrap());
     let mut v = vec![h(g.a)];
     if N > 1 {
         v.push(h(g.b));
@@ -227,6 +237,31 @@ fn cases() -> Vec<(Op, Vec<Vec<usize>>)> {
                 .into(),
             vec![vec![2, 3, 3, 2]],
         ),
+        (
+            Network::einsum("abc,bde,cdf->aef").unwrap().into(),
+            vec![vec![2, 3, 4], vec![3, 2, 3], vec![4, 2, 2]],
+        ),
+        (
+            // a partial trace inside operand 0, then a contraction, as ncon lists
+            Network::ncon(&[vec![1, -1, 1, 2], vec![2, -2]], None)
+                .unwrap()
+                .into(),
+            vec![vec![3, 2, 3, 4], vec![4, 5]],
+        ),
+        (
+            Network::einsum("ia,ajb,bkc,cld,dm->ijklm").unwrap().into(),
+            vec![
+                vec![2, 3],
+                vec![3, 2, 2],
+                vec![2, 3, 3],
+                vec![3, 2, 2],
+                vec![2, 3],
+            ],
+        ),
+        (
+            Network::einsum("ab,bc,ca->").unwrap().into(),
+            vec![vec![2, 3], vec![3, 4], vec![4, 2]],
+        ),
     ]
 }
 
@@ -235,7 +270,9 @@ fn check_all<B: BurnBackendTrait>(dtype: DType) {
         match dims.as_slice() {
             [a] => check_op::<B, 1>(op, [a], dtype),
             [a, b] => check_op::<B, 2>(op, [a, b], dtype),
-            _ => unreachable!(),
+            [a, b, c] => check_op::<B, 3>(op, [a, b, c], dtype),
+            [a, b, c, d, e] => check_op::<B, 5>(op, [a, b, c, d, e], dtype),
+            _ => unreachable!("no case with this many operands"),
         }
     }
 }
@@ -404,4 +441,83 @@ fn trace_and_add_match_burn_einsum_autodiff() {
     let (ours, theirs) = (run(true), run(false));
     assert_close(&ours.0, &theirs.0, 1e-12, "add forward");
     assert_close(&ours.1, &theirs.1, 1e-12, "add gradient");
+}
+
+#[test]
+fn networks_match_burn_einsum_autodiff() {
+    let device = Device::flex().autodiff();
+    let mut rng = Rng::seed(13);
+    let dims: [&[usize]; 5] = [&[2, 3], &[3, 2, 2], &[2, 3, 3], &[3, 2, 2], &[2, 3]];
+    let h: Vec<HostTensor> = dims.iter().map(|d| rng.tensor(d, DType::F64)).collect();
+    let expr = "ia,ajb,bkc,cld,dm->ijklm";
+    let run = |ours: bool| {
+        let (a, e) = (
+            t::<2>(&h[0], &device).require_grad(),
+            t::<2>(&h[4], &device).require_grad(),
+        );
+        let (b, c, d) = (
+            t::<3>(&h[1], &device).require_grad(),
+            t::<3>(&h[2], &device).require_grad(),
+            t::<3>(&h[3], &device).require_grad(),
+        );
+        let operands = [
+            (&a).into(),
+            (&b).into(),
+            (&c).into(),
+            (&d).into(),
+            (&e).into(),
+        ];
+        let out: Tensor<5> = if ours {
+            adrules_burn::einsum(expr, operands).unwrap()
+        } else {
+            Tensor::<5>::einsum(
+                expr,
+                [
+                    (&a).into(),
+                    (&b).into(),
+                    (&c).into(),
+                    (&d).into(),
+                    (&e).into(),
+                ],
+            )
+        };
+        let grads = (out.clone() * out.clone()).sum().backward();
+        let mut v = vec![values(out)];
+        v.push(values(a.grad(&grads).unwrap()));
+        v.push(values(b.grad(&grads).unwrap()));
+        v.push(values(c.grad(&grads).unwrap()));
+        v.push(values(d.grad(&grads).unwrap()));
+        v.push(values(e.grad(&grads).unwrap()));
+        v
+    };
+    let (ours, theirs) = (run(true), run(false));
+    for (i, (o, t)) in ours.iter().zip(&theirs).enumerate() {
+        assert_close(o, t, 1e-12, &format!("five-tensor network, value {i}"));
+    }
+
+    let ha = rng.tensor(&[3, 2, 3, 4], DType::F64);
+    let hb = rng.tensor(&[4, 5], DType::F64);
+    let run = |ours: bool| {
+        let a = t::<4>(&ha, &device).require_grad();
+        let b = t::<2>(&hb, &device).require_grad();
+        let out: Tensor<2> = if ours {
+            adrules_burn::ncon(
+                &[vec![1, -1, 1, 2], vec![2, -2]],
+                [(&a).into(), (&b).into()],
+            )
+            .unwrap()
+        } else {
+            Tensor::<2>::einsum("xaxb,bc->ac", [(&a).into(), (&b).into()])
+        };
+        let grads = (out.clone() * out.clone()).sum().backward();
+        [
+            values(out),
+            values(a.grad(&grads).unwrap()),
+            values(b.grad(&grads).unwrap()),
+        ]
+    };
+    let (ours, theirs) = (run(true), run(false));
+    for (i, (o, t)) in ours.iter().zip(&theirs).enumerate() {
+        assert_close(o, t, 1e-12, &format!("ncon with a trace, value {i}"));
+    }
 }
