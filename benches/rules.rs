@@ -23,7 +23,7 @@ fn bench_rules(c: &mut Criterion) {
     let dims = [d, d, d, d];
     let flops = 2 * (d as u64 * d as u64).pow(3);
     let mut rng = Rng::seed(11);
-    let be = Strided::default();
+    let be = Strided;
     let tensor = |h: HostTensor| be.from_host(h).expect("host data");
     let a: Tensor = tensor(rng.tensor(&dims, DType::F64));
     let b: Tensor = tensor(rng.tensor(&dims, DType::F64));

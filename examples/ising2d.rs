@@ -135,7 +135,7 @@ fn run(args: &Args) -> std::result::Result<(), String> {
     let temps = temperatures(args)?;
     let wall = Instant::now();
     let be = match args.backend {
-        BackendChoice::Strided => adrules::strided::Strided::default(),
+        BackendChoice::Strided => adrules::strided::Strided,
     };
     let (points, timings) = match args.precision {
         Precision::F64 => sweep::<f64, _>(be, args, &temps),
@@ -263,7 +263,8 @@ fn plot(
         .map(|i| t0 + (t1 - t0) * i as f64 / 400.0)
         .collect();
     type Getter = fn(&Point) -> f64;
-    let panels: [(&DrawingArea<_, _>, &str, Getter, fn(f64) -> f64); 2] = [
+    type Exact = fn(f64) -> f64;
+    let panels: [(&_, &str, Getter, Exact); 2] = [
         (
             &left,
             "internal energy u",

@@ -59,7 +59,7 @@ fn dense_reference(width: usize, temperature: f64) -> (f64, f64, f64) {
 #[test]
 fn free_energy_energy_and_specific_heat_match_the_dense_reference() {
     let width = 6;
-    let strip = Strip::new::<f64>(Strided::default(), width).unwrap();
+    let strip = Strip::new::<f64>(Strided, width).unwrap();
     let mut start = strip.start::<f64>().unwrap();
     let mut timings = Timings::default();
     // From high to low temperature as in the example; 2.269 is (almost) T_c.
@@ -105,7 +105,7 @@ fn free_energy_energy_and_specific_heat_match_the_dense_reference() {
 
 #[test]
 fn onsager_energy_at_low_temperature_on_a_wide_strip() {
-    let strip = Strip::new::<f64>(Strided::default(), 10).unwrap();
+    let strip = Strip::new::<f64>(Strided, 10).unwrap();
     let start = strip.start::<f64>().unwrap();
     let (p, _) = strip
         .point::<f64>(1.0, &start, 1e-13, &mut Timings::default())
@@ -142,10 +142,10 @@ fn onsager_specific_heat_is_the_derivative_of_the_energy() {
 #[test]
 fn bad_parameters_are_typed_errors() {
     assert!(matches!(
-        Strip::new::<f64>(Strided::default(), 2),
+        Strip::new::<f64>(Strided, 2),
         Err(Error::InvalidArgument { .. })
     ));
-    let strip = Strip::new::<f64>(Strided::default(), 4).unwrap();
+    let strip = Strip::new::<f64>(Strided, 4).unwrap();
     let start = strip.start::<f64>().unwrap();
     for t in [0.0, -1.0, f64::NAN] {
         assert!(matches!(
@@ -157,7 +157,7 @@ fn bad_parameters_are_typed_errors() {
 
 #[test]
 fn single_precision_runs_and_agrees_loosely() {
-    let strip = Strip::new::<f32>(Strided::default(), 6).unwrap();
+    let strip = Strip::new::<f32>(Strided, 6).unwrap();
     let start = strip.start::<f32>().unwrap();
     let (p, _) = strip
         .point::<f32>(3.0, &start, 1e-6, &mut Timings::default())

@@ -2,4 +2,4 @@
 
 mod conformance;
 
-conformance::suite!(adrules::strided::Strided::default());
+conformance::suite!(adrules::strided::Strided);

@@ -117,6 +117,203 @@ fn test_all() -> Result<(), String> {
     Ok(())
 }
 
-fn bench(_args: &[String]) -> Result<(), String> {
-    Err("no benchmarks yet".into())
+/// One criterion result: ids, the median time per iteration and the declared throughput.
+struct Estimate {
+    group: String,
+    function: String,
+    value: String,
+    median_ns: f64,
+    /// bytes moved (permutations) or floating-point operations (contractions) per iteration
+    per_iter: f64,
+}
+
+/// Criterion's output folder: `$CARGO_TARGET_DIR/criterion`, else `<workspace>/target/criterion`.
+fn criterion_dir() -> std::path::PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join("target")
+        });
+    target.join("criterion")
+}
+
+/// Every `new/benchmark.json` + `new/estimates.json` pair under `dir`.
+fn read_estimates(dir: &std::path::Path, out: &mut Vec<Estimate>) -> Result<(), String> {
+    let read = |p: &std::path::Path| -> Result<serde_json::Value, String> {
+        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))
+    };
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for entry in entries {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if !path.is_dir() {
+            continue;
+        }
+        let (bench, est) = (path.join("benchmark.json"), path.join("estimates.json"));
+        if path.ends_with("new") && bench.exists() && est.exists() {
+            let (b, e) = (read(&bench)?, read(&est)?);
+            let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+            let per_iter = b["throughput"]["Bytes"]
+                .as_f64()
+                .or_else(|| b["throughput"]["Elements"].as_f64())
+                .unwrap_or(0.0);
+            out.push(Estimate {
+                group: text(&b["group_id"]),
+                function: text(&b["function_id"]),
+                value: text(&b["value_str"]),
+                median_ns: e["median"]["point_estimate"].as_f64().unwrap_or(f64::NAN),
+                per_iter,
+            });
+        } else {
+            read_estimates(&path, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Rows of a group: for each value id with both functions, `(value, ours, reference)`.
+fn pairs<'a>(
+    all: &'a [Estimate],
+    group: &str,
+    ours: &str,
+    reference: &str,
+) -> Vec<(&'a str, &'a Estimate, &'a Estimate)> {
+    let find = |f: &str, v: &str| {
+        all.iter()
+            .find(|e| e.group == group && e.function == f && e.value == v)
+    };
+    let mut values: Vec<&str> = all
+        .iter()
+        .filter(|e| e.group == group && e.function == ours)
+        .map(|e| e.value.as_str())
+        .collect();
+    values.sort_by_key(|v| {
+        // threads, then the rest: keeps 1-thread rows together
+        let t = v.rsplit('_').next().unwrap_or_default().to_string();
+        (t, v.to_string())
+    });
+    values
+        .into_iter()
+        .filter_map(|v| Some((v, find(ours, v)?, find(reference, v)?)))
+        .collect()
+}
+
+/// `cargo xtask bench [FILTER…]`: runs the criterion benches of the facade (`contract`,
+/// `permute`, `rules`, `networks`; arguments are passed to criterion, e.g. a filter regex),
+/// then prints markdown tables from criterion's estimates (median time per iteration).
+fn bench(args: &[String]) -> Result<(), String> {
+    let mut cmd = cargo();
+    cmd.args([
+        "bench", "-p", "adrules", "--bench", "contract", "--bench", "permute", "--bench", "rules",
+        "--bench", "networks", "--",
+    ])
+    .args(args);
+    run(cmd)?;
+    let dir = criterion_dir();
+    let mut all = Vec::new();
+    read_estimates(&dir, &mut all)?;
+
+    println!("\n### `abcd,cdef->abef` (all dimensions d; m = n = k = d²) vs a bare faer GEMM\n");
+    println!(
+        "Median time per call; GFLOP/s count real operations (2·m·n·k, or 8·m·n·k for complex); \
+         ratio = adrules time / faer time, both measured in the same run.\n"
+    );
+    println!("| case | adrules | GFLOP/s | faer GEMM | GFLOP/s | ratio |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (v, ours, faer) in pairs(&all, "contract", "adrules", "faer") {
+        let gflops = |e: &Estimate| e.per_iter / e.median_ns;
+        println!(
+            "| {v} | {:.2} ms | {:.1} | {:.2} ms | {:.1} | {:.3} |",
+            ours.median_ns / 1e6,
+            gflops(ours),
+            faer.median_ns / 1e6,
+            gflops(faer),
+            ours.median_ns / faer.median_ns
+        );
+    }
+
+    println!("\n### Hard permutations (f64, `C ← P_p(A)`) vs memcpy of the same bytes\n");
+    println!(
+        "GB/s count bytes read plus bytes written (2 × the tensor's bytes) for both; memcpy is \
+         `copy_from_slice` on one thread; ratio = adrules GB/s / memcpy GB/s, same run.\n"
+    );
+    println!("| case | adrules GB/s | memcpy GB/s | ratio |");
+    println!("|---|---:|---:|---:|");
+    for (v, ours, copy) in pairs(&all, "permute", "adrules", "memcpy") {
+        let gbs = |e: &Estimate| e.per_iter / e.median_ns;
+        println!(
+            "| {v} | {:.1} | {:.1} | {:.2} |",
+            gbs(ours),
+            gbs(copy),
+            gbs(ours) / gbs(copy)
+        );
+    }
+
+    let find = |group: &str, function: &str, value: &str| {
+        all.iter()
+            .find(|e| e.group == group && e.function == function && e.value == value)
+            .map(|e| e.median_ns / 1e6)
+    };
+    let ms = |t: Option<f64>| t.map_or("–".to_string(), |t| format!("{t:.2} ms"));
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => format!("{:.2}", a / b),
+        _ => "–".to_string(),
+    };
+
+    println!("\n### Contraction rule: `abcd,cdef->abef`, f64, pullback vs primal\n");
+    println!(
+        "primal = `ContractOp::apply` into a fresh C; pullback = Ā and B̄ from C̄ (two GEMMs of \
+         the primal's size); ratio = pullback / primal, same run (goal ≤ 2.2).\n"
+    );
+    println!("| case | primal | pullback | accumulate | pullback with ᾱ | ratio |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    let mut cases: Vec<&str> = all
+        .iter()
+        .filter(|e| e.group == "rules" && e.function == "primal")
+        .map(|e| e.value.as_str())
+        .collect();
+    cases.sort();
+    for v in cases {
+        let (p, b) = (find("rules", "primal", v), find("rules", "pullback", v));
+        println!(
+            "| {v} | {} | {} | {} | {} | {} |",
+            ms(p),
+            ms(b),
+            ms(find("rules", "accumulate", v)),
+            ms(find("rules", "pullback_alpha", v)),
+            ratio(b, p)
+        );
+    }
+
+    println!("\n### Networks (f64, optimized order, pooled temporaries)\n");
+    println!(
+        "faer = the same pairwise GEMMs on pre-permuted matrices (the floor); gradient = \
+         forward + pullback of every operand; ratios against adrules' primal, same run.\n"
+    );
+    println!(
+        "| case | adrules | faer floor | ratio | heap allocator | gradient | gradient / primal |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let mut cases: Vec<&str> = all
+        .iter()
+        .filter(|e| e.group == "network")
+        .filter_map(|e| e.function.strip_prefix("adrules/"))
+        .collect();
+    cases.sort();
+    for case in cases {
+        let get = |f: &str| find("network", &format!("{f}/{case}"), "");
+        let p = get("adrules");
+        println!(
+            "| {case} | {} | {} | {} | {} | {} | {} |",
+            ms(p),
+            ms(get("faer")),
+            ratio(p, get("faer")),
+            ms(get("adrules-heap")),
+            ms(get("adrules-grad")),
+            ratio(get("adrules-grad"), p)
+        );
+    }
+    Ok(())
 }

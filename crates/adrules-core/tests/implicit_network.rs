@@ -51,7 +51,7 @@ fn linear_solve_matches_the_closed_form() {
         Ok((t64(&[n], (0..n).map(|i| y[(i, 0)]).collect()), ()))
     };
     let (solve, calls) = refusing(solve);
-    let conditions = NetworkConditions::new(Strided::default())
+    let conditions = NetworkConditions::new(Strided)
         .term(
             1.0,
             plan(&[vec![-1, 1], vec![1]], &[vec![n, n], vec![n]]),
@@ -132,7 +132,7 @@ fn eigenvector_conditions_cubic_in_the_unknown() {
         &[vec![1], vec![1, 2], vec![2], vec![-1]],
         &[vec![n], vec![n, n], vec![n], vec![n]],
     );
-    let conditions = NetworkConditions::new(Strided::default())
+    let conditions = NetworkConditions::new(Strided)
         .term(1.0, mv, &[Operand::Input(0), Operand::Unknown])
         .unwrap()
         .term(
@@ -194,8 +194,8 @@ fn complex_fixed_point_with_a_constant_operand() {
         .map(|z| z * 0.2)
         .collect();
     let b: Vec<Complex64> = (0..n).map(|i| Complex64::new(1.0, i as f64)).collect();
-    let be = Strided::default();
-    let mut conditions = NetworkConditions::new(be.clone());
+    let be = Strided;
+    let mut conditions = NetworkConditions::new(be);
     let kb = conditions.constant(
         adrules_core::Backend::from_host(&be, HostTensor::from_vec(&[n], b.clone()).unwrap())
             .unwrap(),
@@ -249,16 +249,16 @@ fn complex_fixed_point_with_a_constant_operand() {
 #[test]
 fn network_conditions_validation() {
     let p = plan(&[vec![-1, 1], vec![1]], &[vec![2, 2], vec![2]]);
-    let e = NetworkConditions::new(Strided::default())
+    let e = NetworkConditions::new(Strided)
         .term(1.0, p.clone(), &[Operand::Unknown])
         .unwrap_err();
     assert!(matches!(e, Error::CountMismatch { .. }), "{e}");
-    let e = NetworkConditions::new(Strided::default())
+    let e = NetworkConditions::new(Strided)
         .term(1.0, p.clone(), &[Operand::Unknown, Operand::Constant(0)])
         .unwrap_err();
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
     // A term whose output is not y-shaped fails at linearization.
-    let c = NetworkConditions::new(Strided::default())
+    let c = NetworkConditions::new(Strided)
         .term(
             1.0,
             plan(&[vec![1], vec![1]], &[vec![2], vec![2]]),

@@ -200,6 +200,9 @@ impl Backend for Strided {
 
     fn scale(&self, t: &mut Tensor, s: DynScalar) -> Result<()> {
         let s = s.cast(t.dtype(), "s")?;
+        if s.is_one() {
+            return Ok(());
+        }
         with_type!(t.dtype(), T => {
             let mut v = t.writable::<T>(!s.is_zero())?;
             kernels::scale(&mut v, s.to::<T>()?);

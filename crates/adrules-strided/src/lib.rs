@@ -29,7 +29,8 @@
 //!   (AVX-512 or AVX2 micro-kernels chosen at run time, a portable loop elsewhere), with
 //!   streaming stores for large plain copies;
 //! - **contraction** is TTGT on faer's GEMM, reading operands in place when their strides
-//!   already form a matrix, and choosing the axis order that copies the least;
+//!   already form a matrix, choosing the axis order that copies the least, and looping GEMM
+//!   over one open axis when that avoids copies altogether;
 //! - **trace** and its adjoint **add_to_diagonal** work on the diagonal as a strided view
 //!   (stride `s[q1] + s[q2]`), without dense identity tensors.
 //!

@@ -201,7 +201,14 @@ impl Tensor {
             drop(self);
             // The buffer holds exactly the row-major elements: move it out, or copy it when
             // another handle still shares it.
-            return Ok(Arc::try_unwrap(buf).unwrap_or_else(|shared| (*shared).clone()));
+            return match Arc::try_unwrap(buf) {
+                Ok(v) => Ok(v),
+                Err(shared) => {
+                    let mut v = storage::zeroed(n)?;
+                    v.copy_from_slice(&shared);
+                    Ok(v)
+                }
+            };
         }
         drop(buf);
         self.to_vec::<T>()

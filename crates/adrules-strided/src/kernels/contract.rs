@@ -8,14 +8,18 @@
 //! copies the fewest elements wins: an operand that is not a matrix in that order, or whose
 //! dtype differs from C's, is packed into a temporary (promoting and conjugating on the way);
 //! a C that is not a matrix receives the product in a temporary, which is then added into it
-//! with a permuted add. GEMM runs with `Par::rayon(0)` above [`PARALLEL_FLOPS`] and on the
-//! calling thread below.
+//! with a permuted add. When the cheapest plan still copies, and pulling one open axis out of
+//! `M` or `N` as a loop makes every slice a matrix in place, the contraction runs as a batch
+//! of GEMMs instead (slices of at least [`BATCH_MIN_FLOPS`]), which avoids the temporaries
+//! altogether. GEMM runs with `Par::rayon(0)` above [`PARALLEL_FLOPS`] and on the calling
+//! thread below; batches of many slices are spread over the rayon pool instead.
 
 use smallvec::SmallVec;
 
 use adrules_core::{Conj, ContractSpec, Promote, Result};
 
 use super::add::{axpby, scale};
+use super::engine::Ptr;
 use crate::element::Element;
 use crate::element::private::MatrixRef;
 use crate::layout::Strides;
@@ -156,6 +160,170 @@ fn operand<T: Element, TC: Element>(
     })
 }
 
+/// The axis orders (M, N, K) that copy the fewest elements, and that number: an operand is
+/// copied when it is not a matrix in those orders or its dtype differs from C's (`same_*`
+/// false); C goes through a temporary when it is not a matrix. Ties keep C's own order.
+fn plan(
+    m_axes: &Group,
+    n_axes: &Group,
+    k_axes: &Group,
+    same_a: bool,
+    same_b: bool,
+) -> (usize, [Group; 3]) {
+    let (m, n, k) = (count(m_axes), count(n_axes), count(k_axes));
+    let mut best: Option<(usize, [Group; 3])> = None;
+    for mo in [1, 0] {
+        for no in [1, 0] {
+            for ko in [0, 1] {
+                let (ms, ns, ks) = (sorted(m_axes, mo), sorted(n_axes, no), sorted(k_axes, ko));
+                let copy_a = !(same_a && matrix(&ms, 0, &ks, 0).is_some());
+                let copy_b = !(same_b && matrix(&ks, 1, &ns, 0).is_some());
+                let copy_c = matrix(&ms, 1, &ns, 1).is_none();
+                let cost = usize::from(copy_a) * m * k
+                    + usize::from(copy_b) * k * n
+                    + usize::from(copy_c) * m * n;
+                if best.as_ref().is_none_or(|(c0, _)| cost < *c0) {
+                    best = Some((cost, [ms, ns, ks]));
+                }
+            }
+        }
+    }
+    best.unwrap_or_else(|| (0, [Group::new(), Group::new(), Group::new()]))
+}
+
+/// Smallest GEMM (`m·n·k`) worth a call of its own in a batch.
+const BATCH_MIN_FLOPS: usize = 1 << 15;
+
+/// One open axis run as a loop of GEMMs: its extent, its stride in A (when it is an `M` axis)
+/// or in B (an `N` axis), its stride in C, and the matrix plan of every slice.
+struct Batch {
+    n: usize,
+    stride_ab: isize,
+    in_a: bool,
+    stride_c: isize,
+    groups: [Group; 3],
+}
+
+/// A batch axis that makes every operand a matrix in place (no copy, no temporary) with
+/// slices big enough for GEMM, preferring the fewest calls; `None` when there is none.
+fn batched(
+    m_axes: &Group,
+    n_axes: &Group,
+    k_axes: &Group,
+    same_a: bool,
+    same_b: bool,
+) -> Option<Batch> {
+    if !(same_a && same_b) {
+        return None;
+    }
+    let total = count(m_axes) * count(n_axes) * count(k_axes);
+    let mut best: Option<Batch> = None;
+    for (in_a, group) in [(true, m_axes), (false, n_axes)] {
+        for (i, ax) in group.iter().enumerate() {
+            let mut rest = group.clone();
+            rest.remove(i);
+            let (m, n) = if in_a {
+                (&rest, n_axes)
+            } else {
+                (m_axes, &rest)
+            };
+            let (cost, groups) = plan(m, n, k_axes, true, true);
+            if cost == 0
+                && total / ax.n >= BATCH_MIN_FLOPS
+                && best.as_ref().is_none_or(|b| ax.n < b.n)
+            {
+                best = Some(Batch {
+                    n: ax.n,
+                    stride_ab: ax.s[0],
+                    in_a,
+                    stride_c: ax.s[1],
+                    groups,
+                });
+            }
+        }
+    }
+    best
+}
+
+/// Runs a batch plan: one GEMM per index of the batch axis, on the rayon pool across batches
+/// when there are enough of them, else with GEMM's own parallelism.
+///
+/// # Safety
+/// `a` and `b` point at element `(0, …)` of views whose strides the plan was made from (of
+/// C's element type); C is exclusively borrowed and disjoint from them.
+unsafe fn run_batched<T: Element>(
+    c: &mut StridedViewMut<'_, T>,
+    a: *const T,
+    b: *const T,
+    batch: &Batch,
+    (conj_a, conj_b): (Conj, Conj),
+    alpha: T,
+    beta: T,
+) {
+    let [ms, ns, ks] = &batch.groups;
+    let (m, n, k) = (count(ms), count(ns), count(ks));
+    let accumulate = beta != T::zero();
+    if accumulate && beta != T::one() {
+        scale(c, beta);
+    }
+    let (Some(la), Some(lb), Some(lc)) = (
+        matrix(ms, 0, ks, 0),
+        matrix(ks, 1, ns, 0),
+        matrix(ms, 1, ns, 1),
+    ) else {
+        return;
+    };
+    let complex = T::DTYPE.is_complex();
+    let threads = rayon::current_num_threads();
+    let big = batch.n * m * n * k >= PARALLEL_FLOPS && threads > 1;
+    let across = big && batch.n >= 2 * threads;
+    let (pa, pb, pc) = (Ptr(a.cast_mut()), Ptr(b.cast_mut()), Ptr(c.as_mut_ptr()));
+    let one = |i: usize| {
+        let (pa, pb, pc) = (pa, pb, pc);
+        let i = i as isize;
+        let (oa, ob) = if batch.in_a {
+            (i * batch.stride_ab, 0)
+        } else {
+            (0, i * batch.stride_ab)
+        };
+        let lhs = MatrixRef {
+            ptr: pa.0.wrapping_offset(oa).cast_const(),
+            rows: m,
+            cols: k,
+            row_stride: la.0,
+            col_stride: la.1,
+            conj: complex && conj_a.is_conj(),
+        };
+        let rhs = MatrixRef {
+            ptr: pb.0.wrapping_offset(ob).cast_const(),
+            rows: k,
+            cols: n,
+            row_stride: lb.0,
+            col_stride: lb.1,
+            conj: complex && conj_b.is_conj(),
+        };
+        // SAFETY: slice i of each operand lies inside its view; the C slices are disjoint.
+        unsafe {
+            T::gemm(
+                pc.0.offset(i * batch.stride_c),
+                lc.0,
+                lc.1,
+                accumulate,
+                lhs,
+                rhs,
+                alpha,
+                big && !across,
+            )
+        };
+    };
+    if across {
+        use rayon::prelude::*;
+        (0..batch.n).into_par_iter().for_each(one);
+    } else {
+        (0..batch.n).for_each(one);
+    }
+}
+
 /// Pairwise contraction `C ← β·C + α·P_{pAB}(op(A)·op(B))` (see [`ContractSpec`]): with
 /// `u = (open_a…, open_b…)` the intermediate multi-index and `C[i]` at `u = P⁻¹(i)`,
 /// `C[i] ← β·C[i] + α·Σ_k op(A[open_a = u_A, contr_a = k])·op(B[contr_b = k, open_b = u_B])`.
@@ -257,40 +425,28 @@ pub(crate) fn contract_impl<TA: Element, TB: Element, TC: Element>(
     }
     let (m, n) = (count(&m_axes), count(&n_axes));
 
-    // The plan that copies the fewest elements; ties keep C's own order.
     let same_a = TA::DTYPE == TC::DTYPE;
     let same_b = TB::DTYPE == TC::DTYPE;
-    let mut best: Option<(usize, [Group; 3])> = None;
-    for mo in [1, 0] {
-        for no in [1, 0] {
-            for ko in [0, 1] {
-                let (ms, ns, ks) = (
-                    sorted(&m_axes, mo),
-                    sorted(&n_axes, no),
-                    sorted(&k_axes, ko),
-                );
-                let cost = if same_a && matrix(&ms, 0, &ks, 0).is_some() {
-                    0
-                } else {
-                    m * k
-                } + if same_b && matrix(&ks, 1, &ns, 0).is_some() {
-                    0
-                } else {
-                    k * n
-                } + if matrix(&ms, 1, &ns, 1).is_some() {
-                    0
-                } else {
-                    m * n
-                };
-                if best.as_ref().is_none_or(|(c0, _)| cost < *c0) {
-                    best = Some((cost, [ms, ns, ks]));
-                }
-            }
-        }
+    let (cost, [ms, ns, ks]) = plan(&m_axes, &n_axes, &k_axes, same_a, same_b);
+    let batch = (cost > 0)
+        .then(|| batched(&m_axes, &n_axes, &k_axes, same_a, same_b))
+        .flatten();
+    if let Some(batch) = batch {
+        // SAFETY: a batch plan only exists when every operand is a matrix of its own dtype
+        // (TA = TB = TC) in each slice; C is exclusively borrowed.
+        unsafe {
+            run_batched(
+                c,
+                a.as_ptr().cast(),
+                b.as_ptr().cast(),
+                &batch,
+                (conj_a, conj_b),
+                alpha,
+                beta,
+            )
+        };
+        return Ok(());
     }
-    let Some((_, [ms, ns, ks])) = best else {
-        unreachable!("eight candidate plans were evaluated")
-    };
     let da_direct = if same_a { matrix(&ms, 0, &ks, 0) } else { None };
     let db_direct = if same_b { matrix(&ks, 1, &ns, 0) } else { None };
     let lhs = operand::<TA, TC>(a, &ms, 0, &ks, 0, conj_a, da_direct)?;

@@ -30,6 +30,8 @@ pub(crate) const GRAIN_BYTES: usize = 1 << 19;
 const STREAM_BYTES: usize = 16 << 20;
 /// Largest number of elements along each side of a grouped tile.
 const GROUP: usize = 4096;
+/// Bytes of lines read (and written) per row of a block of lines (see [`Plan::block`]).
+const LINE_BLOCK_BYTES: usize = 8 << 10;
 
 /// An elementwise update `c ← f(c, a)` of one line of elements.
 pub(crate) trait Op<TA, TC>: Sync {
@@ -144,6 +146,9 @@ fn offsets(mut out: Vec<isize>, group: &[Axis], stride: impl Fn(&Axis) -> isize)
 struct Plan {
     /// `Some` for a transposition, else the last axis is a line
     tile: Option<Tile>,
+    /// for a line plan whose next-fastest axes differ in A and C (the two axes before the
+    /// line): the edge of the square blocks in which those two axes are walked
+    block: Option<usize>,
     /// plain copy through the transposing kernel with streaming stores
     stream: bool,
     simd: Simd,
@@ -201,22 +206,24 @@ pub(crate) unsafe fn for_each<TA: Copy + Sync, TC: Copy + Send, O: Op<TA, TC>>(
         let (mut ug, mut vg): (SmallVec<[Axis; 8]>, SmallVec<[Axis; 8]>) =
             (SmallVec::from_elem(ux, 1), SmallVec::from_elem(vx, 1));
         let len = |g: &[Axis]| g.iter().map(|x| x.n).product::<usize>();
-        while unit {
-            let (ul, vl) = (ug[ug.len() - 1], vg[vg.len() - 1]);
-            let next_u = axes
-                .iter()
-                .rposition(|x| x.sc == ul.sc * ul.n as isize && len(&ug) * x.n <= GROUP);
-            if let Some(i) = next_u {
-                ug.push(axes.remove(i));
-            }
-            let next_v = axes
-                .iter()
-                .rposition(|x| x.sa == vl.sa * vl.n as isize && len(&vg) * x.n <= GROUP);
-            if let Some(i) = next_v {
-                vg.push(axes.remove(i));
-            }
-            if next_u.is_none() && next_v.is_none() {
-                break;
+        if unit {
+            loop {
+                let (ul, vl) = (ug[ug.len() - 1], vg[vg.len() - 1]);
+                let next_u = axes
+                    .iter()
+                    .rposition(|x| x.sc == ul.sc * ul.n as isize && len(&ug) * x.n <= GROUP);
+                if let Some(i) = next_u {
+                    ug.push(axes.remove(i));
+                }
+                let next_v = axes
+                    .iter()
+                    .rposition(|x| x.sa == vl.sa * vl.n as isize && len(&vg) * x.n <= GROUP);
+                if let Some(i) = next_v {
+                    vg.push(axes.remove(i));
+                }
+                if next_u.is_none() && next_v.is_none() {
+                    break;
+                }
             }
         }
         let [a_rows, c_rows] = TABLES.with(|t| t.take());
@@ -238,14 +245,33 @@ pub(crate) unsafe fn for_each<TA: Copy + Sync, TC: Copy + Send, O: Op<TA, TC>>(
                     .iter()
                     .all(|&r| (r * size_of::<TC>() as isize) % 64 == 0)
         });
+    // A line plan moves whole lines; when the next axes of A and C differ it is a
+    // transposition of lines, walked in blocks so that both sides stay sequential.
+    let mut block = None;
+    if tile.is_none() && axes.len() >= 3 {
+        let (last, w) = (axes.len() - 1, axes.len() - 2);
+        let v = (0..w)
+            .filter(|&k| axes[k].sa != 0)
+            .min_by_key(|&k| axes[k].sa.unsigned_abs())
+            .filter(|&k| axes[k].sa.unsigned_abs() < axes[w].sa.unsigned_abs());
+        if let Some(k) = v {
+            let ax = axes.remove(k);
+            axes.insert(w - 1, ax);
+            let line_bytes = axes[last].n * size_of::<TA>();
+            block = Some((LINE_BLOCK_BYTES / line_bytes).clamp(4, 64));
+        }
+    }
     let plan = Plan {
         tile,
+        block,
         stream,
         simd,
         bytes: size_of::<TA>() + size_of::<TC>(),
     };
+    // Up to 16 pieces per thread: work stealing then evens out threads that finish early or
+    // that the operating system deschedules on a shared machine.
     let pieces = if numel * plan.bytes >= 2 * GRAIN_BYTES {
-        4 * rayon::current_num_threads()
+        16 * rayon::current_num_threads()
     } else {
         1
     };
@@ -355,20 +381,37 @@ unsafe fn run<TA: Copy, TC: Copy, O: Op<TA, TC>>(
     c: *mut TC,
     a: *const TA,
 ) {
-    let outer: &[Axis] = match plan.tile {
-        Some(_) => &part.outer,
-        None => &part.outer[..part.outer.len() - 1],
+    let inner = match (&plan.tile, plan.block) {
+        (Some(_), _) => 0,
+        (None, None) => 1,
+        (None, Some(_)) => 3,
     };
+    let outer: &[Axis] = &part.outer[..part.outer.len() - inner];
     let mut idx: SmallVec<[usize; 8]> = SmallVec::from_elem(0, outer.len());
     let (mut pc, mut pa) = (c, a);
     loop {
         // SAFETY: (pc, pa) is the current outer position, inside both layouts.
         unsafe {
-            match &plan.tile {
-                Some(t) => tile(op, plan, t, part, pc, pa),
-                None => {
+            match (&plan.tile, plan.block) {
+                (Some(t), _) => tile(op, plan, t, part, pc, pa),
+                (None, None) => {
                     let u = part.outer[part.outer.len() - 1];
                     op.line(u.n, pc, u.sc, pa, u.sa);
+                }
+                (None, Some(b)) => {
+                    let [v, w, u] = [0, 1, 2].map(|i| part.outer[part.outer.len() - 3 + i]);
+                    for vb in (0..v.n).step_by(b) {
+                        for wb in (0..w.n).step_by(b) {
+                            for iv in vb..(vb + b).min(v.n) {
+                                for iw in wb..(wb + b).min(w.n) {
+                                    let (iv, iw) = (iv as isize, iw as isize);
+                                    let qc = pc.offset(iv * v.sc + iw * w.sc);
+                                    let qa = pa.offset(iv * v.sa + iw * w.sa);
+                                    op.line(u.n, qc, u.sc, qa, u.sa);
+                                }
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -421,8 +464,8 @@ unsafe fn tile<TA: Copy, TC: Copy, O: Op<TA, TC>>(
             for vb in (0..c_rows.len()).step_by(B) {
                 for ub in (0..a_rows.len()).step_by(B) {
                     let nu = B.min(a_rows.len() - ub);
-                    for v in vb..(vb + B).min(c_rows.len()) {
-                        let pc = dst.offset(c_rows[v] + ub as isize * t.u_sc);
+                    for (v, &cr) in c_rows.iter().enumerate().take(vb + B).skip(vb) {
+                        let pc = dst.offset(cr + ub as isize * t.u_sc);
                         let pa = src.offset(a_rows[ub] + v as isize * t.v_sa);
                         op.line(nu, pc, t.u_sc, pa, t.u_sa);
                     }

@@ -75,11 +75,10 @@ unsafe fn portable<T: Copy>(
     (v0, v1): (usize, usize),
     (u0, u1): (usize, usize),
 ) {
-    for v in v0..v1 {
-        let d = dst_rows[v];
-        for u in u0..u1 {
+    for (v, &d) in dst_rows.iter().enumerate().take(v1).skip(v0) {
+        for (u, &r) in src_rows.iter().enumerate().take(u1).skip(u0) {
             // SAFETY: (v, u) is inside the tile the caller vouches for.
-            unsafe { *dst.offset(d + u as isize) = *src.offset(src_rows[u] + v as isize) };
+            unsafe { *dst.offset(d + u as isize) = *src.offset(r + v as isize) };
         }
     }
 }
@@ -117,7 +116,7 @@ pub(crate) unsafe fn transpose<T: Copy>(
         return unsafe { portable(src, src_rows, dst, dst_rows, (0, nv), (0, nu)) };
     }
     let misalign = dst as usize % width;
-    let stream = stream && misalign % w == 0;
+    let stream = stream && misalign.is_multiple_of(w);
     let peel = if stream {
         (((width - misalign) % width) / w).min(nu)
     } else {
