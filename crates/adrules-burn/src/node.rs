@@ -6,9 +6,12 @@
 //! `C`, with all `N` inputs as parents of one node (burn's arity is the const generic `N`).
 //!
 //! # Checkpointing
-//! Inputs the pullback reads are saved through burn's checkpointer (`prep.checkpoint`) and
-//! retrieved in backward, never held by the node itself, so burn decides whether they are
-//! kept or recomputed. A rule whose primal is cheap next to its output
+//! Inputs the pullback of a primitive reads are saved through burn's checkpointer
+//! (`prep.checkpoint`) and retrieved in backward, never held by the node itself, so burn
+//! decides whether they are kept or recomputed. A network is the exception: its node holds
+//! the plan's pullback ([`Rule::Saved`]), which keeps the operands and the intermediates of
+//! the contraction tree it reads, outside burn's checkpointer, until the graph is dropped
+//! (burn can neither recompute nor free them early). A rule whose primal is cheap next to its output
 //! ([`Rule::memory_bound`]: permuted add, trace) is registered as memory bound with a
 //! [`RetroForward`] that recomputes the primal from its parents; under
 //! `BalancedCheckpointing` its output is then recomputed in backward when a child needs it

@@ -105,7 +105,13 @@ fn gradients_accumulate_over_repeated_uses() {
         } else {
             Tensor::<2>::einsum("ij,kj->ik", [(&x).into(), (&y).into()])
         };
-        let loss = (xx * xy.clone()).sum() + xy.sum() + x.clone().sum();
+        // a network with x as two of its three operands
+        let xxy: Tensor<2> = if ours {
+            adrules_burn::einsum("ij,jk,kl->il", [(&x).into(), (&x).into(), (&y).into()]).unwrap()
+        } else {
+            Tensor::<2>::einsum("ij,jk,kl->il", [(&x).into(), (&x).into(), (&y).into()])
+        };
+        let loss = (xx * xy.clone()).sum() + xy.sum() + x.clone().sum() + (xxy.clone() * xxy).sum();
         let grads = loss.backward();
         (
             values(x.grad(&grads).unwrap()),
@@ -208,7 +214,7 @@ fn scalar_outputs_use_burns_shape_one_convention() {
     );
 }
 
-/// The same chain of memory-bound (add, trace) and compute-bound (contract) adrules ops feeding
+/// The same chain of memory-bound (add, trace) and compute-bound (contract, network) adrules ops feeding
 /// burn ops that keep their inputs, under both checkpointing strategies.
 fn chain(device: &Device) -> Vec<Vec<f64>> {
     let x = ramp([3, 4, 3], 0.1, device).require_grad();
@@ -218,7 +224,10 @@ fn chain(device: &Device) -> Vec<Vec<f64>> {
     let tr = TraceOp::new(TraceSpec::new(&[1], &[0], &[2]).unwrap());
     let t: Tensor<1> = adrules_burn::trace(&tr, y.clone() * y.clone()).unwrap();
     let z: Tensor<3> = contract(&op("ijk", "jl", "ilk"), y.clone().exp(), &m).unwrap();
-    let loss = (z.clone() * z).sum() + (t.clone() * t).sum();
+    // a network (compute bound, its pullback saved in the node) on the recomputable y
+    let w: Tensor<3> =
+        adrules_burn::einsum("ijk,jl,lm->imk", [(&y).into(), (&m).into(), (&m).into()]).unwrap();
+    let loss = (z.clone() * z).sum() + (t.clone() * t).sum() + (w.clone() * w).sum();
     let grads = loss.backward();
     vec![
         values(x.grad(&grads).unwrap()),
