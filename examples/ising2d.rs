@@ -39,6 +39,9 @@ enum BackendChoice {
     /// candle tensors on the CPU device (feature `candle`)
     #[cfg(feature = "candle")]
     Candle,
+    /// burn tensors on burn's Flex CPU backend (feature `burn`)
+    #[cfg(feature = "burn")]
+    Burn,
     /// dfdx tensors (feature `dfdx`; rank ≤ 6, so width ≤ 4)
     #[cfg(feature = "dfdx")]
     Dfdx,
@@ -156,6 +159,12 @@ fn run(args: &Args) -> std::result::Result<(), String> {
         BackendChoice::Strided => sweep_in(adrules::strided::Strided, args, &temps),
         #[cfg(feature = "candle")]
         BackendChoice::Candle => sweep_in(adrules::candle::CandleBackend::cpu(), args, &temps),
+        #[cfg(feature = "burn")]
+        BackendChoice::Burn => sweep_in(
+            adrules::burn::BurnBackend::<adrules::burn::burn_flex::Flex>::new(Default::default()),
+            args,
+            &temps,
+        ),
         #[cfg(feature = "dfdx")]
         BackendChoice::Dfdx => sweep_in(adrules::dfdx::DfdxBackend::default(), args, &temps),
     }

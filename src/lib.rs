@@ -40,6 +40,9 @@ pub use adrules_core::*;
 #[cfg(feature = "strided")]
 pub use adrules_strided as strided;
 
+/// The burn adapter: the rules as burn autodiff ops (feature `burn`).
+#[cfg(feature = "burn")]
+pub use adrules_burn as burn;
 /// The candle adapter: the rules as candle custom ops (feature `candle`).
 #[cfg(feature = "candle")]
 pub use adrules_candle as candle;

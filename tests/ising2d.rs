@@ -166,3 +166,61 @@ fn single_precision_runs_and_agrees_loosely() {
     assert!((p.f - f_ref).abs() < 1e-5, "f = {} vs {f_ref}", p.f);
     assert!((p.u - u_ref).abs() < 1e-3, "u = {} vs {u_ref}", p.u);
 }
+
+/// The same sweep on `be` and on the strided backend: every engine runs the same shared rules,
+/// so f, u, g_h and c agree to rounding (width 4: dfdx tensors have rank ≤ 6).
+#[cfg(any(feature = "candle", feature = "burn", feature = "dfdx"))]
+fn agrees_with_strided<B>(be: B)
+where
+    B: adrules::Backend + Send + Sync + 'static,
+    B::Tensor: Send + Sync,
+{
+    let width = 4;
+    let (ours, strided) = (
+        Strip::new::<f64>(be, width).unwrap(),
+        Strip::new::<f64>(Strided, width).unwrap(),
+    );
+    let (start, start_s) = (
+        ours.start::<f64>().unwrap(),
+        strided.start::<f64>().unwrap(),
+    );
+    for t in [1.5, 2.269, 3.0] {
+        let (p, _) = ours
+            .point::<f64>(t, &start, 1e-13, &mut Timings::default())
+            .unwrap();
+        let (q, _) = strided
+            .point::<f64>(t, &start_s, 1e-13, &mut Timings::default())
+            .unwrap();
+        for (name, a, b) in [
+            ("f", p.f, q.f),
+            ("u", p.u, q.u),
+            ("g_h", p.g_h, q.g_h),
+            ("c", p.c, q.c),
+        ] {
+            assert!(
+                (a - b).abs() <= 1e-10 * b.abs().max(1.0),
+                "T = {t}: {name} = {a} vs strided {b}"
+            );
+        }
+    }
+}
+
+#[cfg(feature = "candle")]
+#[test]
+fn candle_agrees_with_strided() {
+    agrees_with_strided(adrules::candle::CandleBackend::cpu());
+}
+
+#[cfg(feature = "burn")]
+#[test]
+fn burn_agrees_with_strided() {
+    agrees_with_strided(
+        adrules::burn::BurnBackend::<adrules::burn::burn_flex::Flex>::new(Default::default()),
+    );
+}
+
+#[cfg(feature = "dfdx")]
+#[test]
+fn dfdx_agrees_with_strided() {
+    agrees_with_strided(adrules::dfdx::DfdxBackend::default());
+}

@@ -1,0 +1,79 @@
+//! # adrules-burn
+//!
+//! The shared rules of [`adrules_core`] as [burn](https://burn.dev) autodiff operations
+//! (every burn crate pinned `=0.22.1`).
+//!
+//! - [`BurnBackend`]: the core [`Backend`](adrules_core::Backend) trait on burn's float
+//!   primitives ([`BurnTensor`]) with burn's own ops, so every shared pullback and pushforward
+//!   runs on every burn backend and device. On Flex, burn's CPU backend, the primitives run
+//!   instead through adrules-strided's kernels on Flex's own buffers (strided views, no copy
+//!   of transposed or broadcast operands; contractions on faer's GEMM).
+//! - [`forward`] / [`forward_autodiff`]: an [`Op`] (permuted add, partial trace, pairwise
+//!   contraction, each optionally updating an input C, or a whole tensor network with any
+//!   number of operands) on the primitives of any backend `B`; on `Autodiff<B, C>` it is one
+//!   [`Backward`](burn_autodiff::ops::Backward) node with every input as a parent, whose
+//!   backward is the core's pullback (see [`forward_autodiff`] for checkpointing and
+//!   failures).
+//! - [`apply`], [`contract`], [`add`], [`trace`], [`einsum`], [`ncon`]: the same on burn's
+//!   user-facing [`Tensor`](burn_tensor::Tensor), routed to Flex (with autodiff when an input
+//!   has it).
+//! - [`Implicit`]: implicit functions whose conditions are written with burn tensors; the
+//!   pullback solves with `Aᴴ` and applies `Bᴴ`, both from burn's own backward pass.
+//! - [`take_backward_errors`]: what went wrong inside burn's infallible backward pass.
+//!
+//! ## Example
+//! ```
+//! use adrules_burn::burn_tensor::{DType, Device, Tensor, TensorData};
+//! use adrules_core::{ContractSpec, rules::ContractOp};
+//!
+//! # fn main() -> adrules_core::Result<()> {
+//! let device = Device::flex().autodiff();
+//! let a = Tensor::<2>::from_data(TensorData::new(vec![1.0f64, 2., 3., 4.], [2, 2]), (&device, DType::F64))
+//!     .require_grad();
+//! let b = Tensor::<2>::from_data(TensorData::new(vec![1.0f64, 0., 1., 1.], [2, 2]), (&device, DType::F64));
+//! // C[k, i] = Σ_j A[i, j]·B[j, k]: one node of burn's graph, backward by the shared rule.
+//! let op = ContractOp::new(ContractSpec::from_labels("ij", "jk", "ki")?);
+//! let c: Tensor<2> = adrules_burn::contract(&op, &a, &b)?;
+//! let grads = c.sum().backward();
+//! let ga: Vec<f64> = a.grad(&grads).unwrap().into_data().iter::<f64>().collect();
+//! assert_eq!(ga, vec![1.0, 2.0, 1.0, 2.0]); // row sums of B, for each row of A
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Conventions
+//! The core's: 0-based axes, permutation `p` puts input axis `p[m]` at output axis `m`,
+//! contraction specs split A as `(open_a, contr_a)` and B as `(contr_b, open_b)` (see
+//! [`adrules_core::spec`]). burn has f32 and f64 float tensors and no complex dtype: complex
+//! data is [`Error::Unsupported`](adrules_core::Error::Unsupported), conjugation flags are
+//! no-ops. Scalars follow burn's convention of shape `[1]`. burn's backward is not itself
+//! differentiable (no double backward).
+//!
+//! ## Dependencies
+//! `burn-tensor` (features `std`, `flex`, `autodiff`, `extension`: the user-facing tensor,
+//! Flex and autodiff in the dispatch enum, and `try_into_primitive` / `from_primitive`),
+//! `burn-dispatch` (the dispatch tensor the routing inspects), `burn-backend` (the backend
+//! traits), `burn-autodiff` (`Backward`, checkpointing) and `burn-flex` (the fast path). Not
+//! the `burn` facade: its `#[backend_extension]` generates dispatch routing only for listed
+//! backends (panicking on others) and no gradients, while the routing here is a few lines
+//! that return typed errors.
+
+#![warn(missing_docs)]
+
+mod backend;
+mod flex;
+mod implicit;
+mod node;
+mod op;
+mod primitive;
+mod tensor;
+
+pub use backend::{BurnBackend, BurnTensor};
+pub use implicit::Implicit;
+pub use node::take_backward_errors;
+pub use op::Op;
+pub use primitive::{forward, forward_autodiff};
+pub use tensor::{Operand, add, apply, contract, einsum, ncon, trace};
+
+// The burn crates this adapter is built on, at the pinned version (=0.22.1).
+pub use {burn_autodiff, burn_backend, burn_dispatch, burn_flex, burn_tensor};
