@@ -154,6 +154,16 @@ fn main() {
 
 fn run(args: &Args) -> std::result::Result<(), String> {
     let temps = temperatures(args)?;
+    // Refuse unwritable outputs before the sweep, not after it.
+    if args.png.extension().and_then(|e| e.to_str()) != Some("png") {
+        return Err(format!(
+            "{}: the chart is written as PNG, use a .png path",
+            args.png.display()
+        ));
+    }
+    for path in [&args.csv, &args.png] {
+        std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     let wall = Instant::now();
     let (points, timings) = match args.backend {
         BackendChoice::Strided => sweep_in(adrules::strided::Strided, args, &temps),

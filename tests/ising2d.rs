@@ -153,6 +153,20 @@ fn bad_parameters_are_typed_errors() {
             Err(Error::InvalidArgument { .. })
         ));
     }
+    for tol in [0.0, -1.0, f64::NAN, 1e300] {
+        assert!(matches!(
+            strip.point::<f64>(2.0, &start, tol, &mut Timings::default()),
+            Err(Error::InvalidArgument { ref arg, .. }) if arg == "tol"
+        ));
+    }
+    // exp(8β) overflows f32 at T = 0.05: a typed error at the first iteration, not 200000
+    // iterations on NaN.
+    let strip = Strip::new::<f32>(Strided, 4).unwrap();
+    let start = strip.start::<f32>().unwrap();
+    assert!(matches!(
+        strip.point::<f32>(0.05, &start, 1e-6, &mut Timings::default()),
+        Err(Error::InvalidArgument { ref arg, .. }) if arg == "temperature"
+    ));
 }
 
 #[test]

@@ -149,6 +149,10 @@ pub struct Point {
     pub solver: (&'static str, usize, usize),
 }
 
+/// The loosest power-iteration tolerance accepted: beyond it the eigenvector, and every
+/// derivative read off it, would be meaningless.
+pub const MAX_TOL: f64 = 1e-3;
+
 /// The strip of width `W` and the plans of its networks, on a backend.
 pub struct Strip<B: Backend> {
     be: B,
@@ -284,6 +288,7 @@ where
         let norm = |x: &[T]| x.iter().map(|a| a.f() * a.f()).sum::<f64>().sqrt();
         let nv = norm(&v);
         v.iter_mut().for_each(|a| *a = T::of(a.f() / nv));
+        let mut last = f64::NAN;
         for it in 1..=max_iter {
             let vt = self.up(HostTensor::from_vec(&dims, v.clone())?)?;
             let mut ops: Vec<&B::Tensor> = vec![o; self.width];
@@ -300,6 +305,17 @@ where
                 .sqrt()
                 / lambda.abs();
             let n = norm(&tv);
+            if !(residual.is_finite() && n.is_finite() && n > 0.0) {
+                return Err(Error::invalid(
+                    "temperature",
+                    format!(
+                        "the Boltzmann weights overflow {} (λ = {lambda:e} after {it} \
+                         iterations): raise the temperature or use f64",
+                        T::DTYPE
+                    ),
+                ));
+            }
+            last = residual;
             v = tv.iter().map(|a| T::of(a.f() / n)).collect();
             if residual <= tol {
                 return Ok((
@@ -314,12 +330,12 @@ where
         Err(Error::NotConverged {
             arg: "power iteration".into(),
             iterations: max_iter,
-            residual: f64::NAN,
+            residual: last,
             tolerance: tol,
         })
     }
 
-    /// Everything at one temperature; `start` is the power iteration's starting vector
+    /// Everything at one temperature (`tol` in `(0, MAX_TOL]`); `start` is the power iteration's starting vector
     /// (the previous temperature's eigenvector in a sweep); returns the point and `v*`.
     pub fn point<T: Real>(
         &self,
@@ -332,6 +348,14 @@ where
             return Err(Error::invalid(
                 "temperature",
                 format!("must be positive, got {temperature}"),
+            ));
+        }
+        if !(tol > 0.0 && tol <= MAX_TOL) {
+            return Err(Error::invalid(
+                "tol",
+                format!(
+                    "the power iteration's relative residual must be in (0, {MAX_TOL:e}], got {tol}"
+                ),
             ));
         }
         let beta = 1.0 / temperature;

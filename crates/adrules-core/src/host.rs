@@ -81,13 +81,24 @@ impl HostData {
     }
 
     /// `len` zeros of `dtype`.
-    pub fn zeros(dtype: DType, len: usize) -> Self {
-        match dtype {
-            DType::F32 => HostData::F32(vec![0.0; len]),
-            DType::F64 => HostData::F64(vec![0.0; len]),
-            DType::C32 => HostData::C32(vec![Complex32::new(0.0, 0.0); len]),
-            DType::C64 => HostData::C64(vec![Complex64::new(0.0, 0.0); len]),
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] (argument `"dims"`) when the memory cannot be allocated.
+    pub fn zeros(dtype: DType, len: usize) -> Result<Self> {
+        fn filled<T: Clone>(len: usize, zero: T) -> Result<Vec<T>> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(len).map_err(|e| {
+                Error::invalid("dims", format!("cannot allocate {len} elements: {e}"))
+            })?;
+            v.resize(len, zero);
+            Ok(v)
         }
+        Ok(match dtype {
+            DType::F32 => HostData::F32(filled(len, 0.0)?),
+            DType::F64 => HostData::F64(filled(len, 0.0)?),
+            DType::C32 => HostData::C32(filled(len, Complex32::new(0.0, 0.0))?),
+            DType::C64 => HostData::C64(filled(len, Complex64::new(0.0, 0.0))?),
+        })
     }
 
     /// Element `i` as a [`DynScalar`], or `None` when out of range.
@@ -144,6 +155,26 @@ impl HostData {
     }
 }
 
+/// The element count of `dims`; every dimension (a zero-size one counted as 1) must keep the
+/// product within `isize::MAX`, so that row-major strides never overflow.
+fn element_count(dims: &[usize]) -> Result<usize> {
+    let overflow = || {
+        Error::invalid(
+            "dims",
+            format!("the element count of shape {dims:?} overflows isize::MAX"),
+        )
+    };
+    let (mut n, mut extent) = (1usize, 1usize);
+    for &d in dims {
+        n = n.checked_mul(d).ok_or_else(overflow)?;
+        extent = extent.checked_mul(d.max(1)).ok_or_else(overflow)?;
+    }
+    if extent > isize::MAX as usize {
+        return Err(overflow());
+    }
+    Ok(n)
+}
+
 /// A dense tensor in host memory, row-major (the last axis varies fastest), of any rank
 /// including 0 (one element) and with zero-size dimensions allowed.
 #[derive(Clone, Debug, PartialEq)]
@@ -156,10 +187,11 @@ impl HostTensor {
     /// Wraps row-major `data` of shape `dims`.
     ///
     /// # Errors
-    /// [`Error::ShapeMismatch`] (argument `"data"`) when `data.len()` differs from the
-    /// product of `dims`.
+    /// [`Error::InvalidArgument`] (argument `"dims"`) when the element count overflows
+    /// `isize::MAX`; [`Error::ShapeMismatch`] (argument `"data"`) when `data.len()` differs
+    /// from the product of `dims`.
     pub fn new(dims: &[usize], data: HostData) -> Result<Self> {
-        let n: usize = dims.iter().product();
+        let n = element_count(dims)?;
         if data.len() != n {
             return Err(Error::shape("data", &[n], &[data.len()]));
         }
@@ -178,12 +210,15 @@ impl HostTensor {
     }
 
     /// Zeros of the given shape and dtype.
-    pub fn zeros(dims: &[usize], dtype: DType) -> Self {
-        let n = dims.iter().product();
-        HostTensor {
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] (argument `"dims"`) when the element count overflows
+    /// `isize::MAX` or the memory cannot be allocated.
+    pub fn zeros(dims: &[usize], dtype: DType) -> Result<Self> {
+        Ok(HostTensor {
             dims: dims.iter().copied().collect(),
-            data: HostData::zeros(dtype, n),
-        }
+            data: HostData::zeros(dtype, element_count(dims)?)?,
+        })
     }
 
     /// The shape.

@@ -88,6 +88,39 @@ fn t10_singular_a_with_gmres() {
     assert!(t.stats.max_residual() < 1e-12);
 }
 
+/// A map that returns NaN (e.g. conditions evaluated outside their domain): GMRES stops at
+/// the first product with a typed error instead of iterating to its limit on NaN residuals.
+#[test]
+fn non_finite_maps_stop_gmres_at_once() {
+    let nan_maps = |_: &P| {
+        Ok(FnMaps::<f64>::new(
+            2,
+            1,
+            |_, o| o.fill(f64::NAN),
+            |_, o| o.fill(f64::NAN),
+            |v, o| o.fill(-v[0]),
+            |u, o| o[0] = -u[0] - u[1],
+        ))
+    };
+    let f = ImplicitFunction::new(singular_solve, nan_maps)
+        .with_linear_solver(SolverOptions::from(Method::Gmres));
+    let (lin, ()) = f.linearize(&x1(), &()).unwrap();
+    let e = lin.vjp(&t64(&[2], vec![1.0, 0.0])).unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidArgument { ref arg, ref reason } if arg == "A = ∂c/∂y" && reason.contains("non-finite")),
+        "{e}"
+    );
+    // A non-finite right-hand side is refused before any product.
+    let f = ImplicitFunction::new(singular_solve, singular_maps)
+        .with_linear_solver(SolverOptions::from(Method::Gmres));
+    let (lin, ()) = f.linearize(&x1(), &()).unwrap();
+    let e = lin.vjp(&t64(&[2], vec![f64::NAN, 0.0])).unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidArgument { ref arg, .. } if arg == "right-hand side"),
+        "{e}"
+    );
+}
+
 #[test]
 fn nan_fill_policy_replaces_singular_failures() {
     let f = ImplicitFunction::new(singular_solve, singular_dense)

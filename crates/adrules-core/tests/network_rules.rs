@@ -35,7 +35,7 @@ fn check_rules(plan: &NetworkPlan, x: &[HostTensor], active: &[bool], rng: &mut 
             if on {
                 d
             } else {
-                HostTensor::zeros(t.dims(), t.dtype())
+                HostTensor::zeros(t.dims(), t.dtype()).unwrap()
             }
         })
         .collect();
@@ -191,10 +191,10 @@ fn rules_reject_malformed_activity_tangents_and_cotangents() {
         &Order::Default,
     )
     .unwrap();
-    let a = Arc::new(HostTensor::zeros(&[2, 3], DType::F64));
-    let b = Arc::new(HostTensor::zeros(&[3, 4], DType::F64));
-    let bad = Arc::new(HostTensor::zeros(&[3, 3], DType::F64));
-    let c64 = Arc::new(HostTensor::zeros(&[2, 3], DType::C64));
+    let a = Arc::new(HostTensor::zeros(&[2, 3], DType::F64).unwrap());
+    let b = Arc::new(HostTensor::zeros(&[3, 4], DType::F64).unwrap());
+    let bad = Arc::new(HostTensor::zeros(&[3, 3], DType::F64).unwrap());
+    let c64 = Arc::new(HostTensor::zeros(&[2, 3], DType::C64).unwrap());
     assert!(matches!(
         plan.rrule(&be, &[&a, &b], &[true]),
         Err(Error::CountMismatch { .. })
@@ -218,7 +218,7 @@ fn rules_reject_malformed_activity_tangents_and_cotangents() {
     ));
     // nothing active: no cotangents, and the pullback holds no step pullbacks
     let (_, pb) = plan.rrule(&be, &[&a, &b], &[false, false]).unwrap();
-    let zero = Arc::new(HostTensor::zeros(&[2, 4], DType::F64));
+    let zero = Arc::new(HostTensor::zeros(&[2, 4], DType::F64).unwrap());
     assert_eq!(pb.pullback(&zero).unwrap(), vec![None, None]);
 }
 

@@ -15,7 +15,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 fn t(dims: &[usize]) -> Arc<HostTensor> {
-    Arc::new(HostTensor::zeros(dims, DType::F64))
+    Arc::new(HostTensor::zeros(dims, DType::F64).unwrap())
 }
 
 #[test]

@@ -336,7 +336,7 @@ impl Backend for DfdxBackend {
     }
 
     fn zeros(&self, dims: &[usize], dtype: DType) -> Result<DfdxTensor> {
-        self.from_host(HostTensor::zeros(dims, dtype))
+        self.from_host(HostTensor::zeros(dims, dtype)?)
     }
 
     fn to_host(&self, t: &DfdxTensor) -> Result<HostTensor> {

@@ -77,7 +77,7 @@ fn fd_check(plan: &NetworkPlan, x: &[HostTensor], grads: &[HostTensor], w: &Host
                 Value::Tensor(if j == k {
                     rng.tensor(t.dims(), DType::F64)
                 } else {
-                    HostTensor::zeros(t.dims(), DType::F64)
+                    HostTensor::zeros(t.dims(), DType::F64).unwrap()
                 })
             })
             .collect();

@@ -102,7 +102,7 @@ fn fd_check(
                 if i == j {
                     Value::Tensor(rng.tensor(t.dims(), DType::F64))
                 } else {
-                    Value::Tensor(HostTensor::zeros(t.dims(), DType::F64))
+                    Value::Tensor(HostTensor::zeros(t.dims(), DType::F64).unwrap())
                 }
             })
             .collect();

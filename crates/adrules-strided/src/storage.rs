@@ -108,7 +108,7 @@ pub(crate) fn shared<T: Element>(len: usize, zero: bool) -> Result<Arc<Vec<T>>> 
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] (argument `"dims"`) when `len` elements overflow `isize::MAX`
-/// bytes.
+/// bytes or the allocator cannot provide them.
 pub(crate) fn zeroed<T: Element>(len: usize) -> Result<Vec<T>> {
     if len == 0 {
         return Ok(Vec::new());
@@ -124,7 +124,14 @@ pub(crate) fn zeroed<T: Element>(len: usize) -> Result<Vec<T>> {
     unsafe {
         let ptr = std::alloc::alloc_zeroed(layout).cast::<T>();
         if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
+            return Err(Error::invalid(
+                "dims",
+                format!(
+                    "cannot allocate {len} elements of {} ({} bytes)",
+                    T::DTYPE,
+                    layout.size()
+                ),
+            ));
         }
         Ok(Vec::from_raw_parts(ptr, len, len))
     }

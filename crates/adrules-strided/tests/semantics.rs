@@ -6,8 +6,8 @@ mod common;
 use std::sync::Arc;
 
 use adrules_core::{
-    Backend, Complex32, Complex64, Conj, ContractSpec, DType, DynScalar, Error, HostTensor,
-    Permutation, TraceSpec,
+    Backend, Complex32, Complex64, Conj, ContractSpec, DType, DynScalar, Error, HostData,
+    HostTensor, Permutation, TraceSpec,
 };
 use adrules_strided::{Storage, Strided, StridedView, StridedViewMut, Tensor, kernels};
 use ndarray::{Array, Array2, ArrayView2, ArrayViewMut2, IxDyn, s};
@@ -201,6 +201,32 @@ fn arg_of(e: &Error) -> String {
         Error::Aliasing { output, input } => format!("{output}/{input}"),
         other => panic!("unexpected error {other}"),
     }
+}
+
+/// Shapes whose element count overflows, and allocations the system cannot serve, are typed
+/// errors at every entry point (host data, `from_host`, `zeros`), never a wrapped count, a
+/// panic or an abort.
+#[test]
+fn huge_shapes_and_failed_allocations_are_typed_errors() {
+    let be = Strided;
+    let dims_err = |e: Error| {
+        assert!(
+            matches!(e, Error::InvalidArgument { ref arg, .. } if arg == "dims"),
+            "{e}"
+        )
+    };
+    // usize::MAX² wraps to 1 without a checked product.
+    dims_err(HostTensor::new(&[usize::MAX, usize::MAX], HostData::F64(vec![1.0])).unwrap_err());
+    dims_err(HostTensor::from_vec::<f64>(&[1 << 63, 2], vec![]).unwrap_err());
+    dims_err(HostTensor::zeros(&[usize::MAX, 2], DType::F64).unwrap_err());
+    // A zero-size tensor is fine, but not with an axis whose strides would overflow.
+    assert!(HostTensor::zeros(&[0, 3], DType::F64).unwrap().is_empty());
+    dims_err(HostTensor::zeros(&[0, usize::MAX], DType::F64).unwrap_err());
+    // 512 TiB, beyond a 47-bit address space whatever the overcommit policy: the allocator
+    // refuses, and that is an error, not an abort.
+    dims_err(Tensor::zeros(&[1 << 46], DType::F64).unwrap_err());
+    dims_err(be.zeros(&[1 << 45], DType::C64).unwrap_err());
+    dims_err(HostTensor::zeros(&[1 << 46], DType::F64).unwrap_err());
 }
 
 #[test]
@@ -709,7 +735,7 @@ fn contraction_orders_and_temporaries_are_exercised() {
             0.0.into(),
         )
         .unwrap();
-        let mut hc = Arc::new(HostTensor::zeros(&dc, DType::F64));
+        let mut hc = Arc::new(HostTensor::zeros(&dc, DType::F64).unwrap());
         reference
             .contract(
                 &mut hc,

@@ -175,7 +175,7 @@ impl Backend for ReferenceBackend {
     }
 
     fn zeros(&self, dims: &[usize], dtype: DType) -> Result<Self::Tensor> {
-        Ok(Arc::new(HostTensor::zeros(dims, dtype)))
+        Ok(Arc::new(HostTensor::zeros(dims, dtype)?))
     }
 
     fn to_host(&self, t: &Self::Tensor) -> Result<HostTensor> {

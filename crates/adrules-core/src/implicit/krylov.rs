@@ -45,6 +45,17 @@ impl<T: ImplicitScalar> Krylov<T> {
                 .zip(v)
                 .for_each(|(o, &v)| *o += self.ridge * v);
         }
+        // A non-finite product would only show as a NaN residual after every iteration ran.
+        if let Some((i, o)) = out
+            .iter()
+            .enumerate()
+            .find(|(_, o)| !Scalar::is_finite(**o))
+        {
+            return Err(Error::invalid(
+                "A = ∂c/∂y",
+                format!("the linear map returned a non-finite entry {i} ({o:?})"),
+            ));
+        }
         Ok(())
     }
 
@@ -76,6 +87,12 @@ impl<T: ImplicitScalar> Krylov<T> {
     fn gmres(&self, system: System, b: &[T], x: &mut [T], warm: bool) -> Result<(usize, f64)> {
         let m = b.len();
         let b_norm = norm(b);
+        if !b_norm.is_finite() {
+            return Err(Error::invalid(
+                "right-hand side",
+                format!("has a non-finite entry (norm {b_norm})"),
+            ));
+        }
         if b_norm == 0.0 {
             x.fill(T::zero());
             return Ok((0, 0.0));
