@@ -8,59 +8,16 @@
 //!
 //! Run: `cargo bench --features burn --bench burn_contract` (threads: `RAYON_NUM_THREADS`).
 
-use std::alloc::{GlobalAlloc, Layout, System};
+#[path = "common/counting.rs"]
+mod counting;
+
+use counting::{Counting, peak_bytes};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use adrules::ContractSpec;
 use adrules::burn::burn_tensor::{DType as BurnDType, Device, Tensor, TensorData};
 use adrules::rules::ContractOp;
 use criterion::{Criterion, criterion_group, criterion_main};
-
-/// The system allocator, counting live bytes and their peak.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(n: usize) {
-    let now = LIVE.fetch_add(n, Ordering::Relaxed) + n;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: every call forwards to `System` with the caller's arguments unchanged; the counters
-// are plain atomics and never affect the allocation itself.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-            grew(new_size);
-        }
-        p
-    }
-}
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -91,11 +48,10 @@ fn step(ours: bool, a: &Tensor<4>, b: &Tensor<4>, op: &ContractOp) -> (Tensor<4>
 
 /// Peak heap bytes above the level at entry during one step (gradients read back to host).
 fn peak(ours: bool, a: &Tensor<4>, b: &Tensor<4>, op: &ContractOp) -> usize {
-    let base = LIVE.load(Ordering::SeqCst);
-    PEAK.store(base, Ordering::SeqCst);
-    let (ga, gb) = step(ours, a, b, op);
-    black_box((ga.into_data(), gb.into_data()));
-    PEAK.load(Ordering::SeqCst) - base
+    peak_bytes(|| {
+        let (ga, gb) = step(ours, a, b, op);
+        (ga.into_data(), gb.into_data())
+    })
 }
 
 fn bench(c: &mut Criterion) {

@@ -7,9 +7,10 @@
 //! backward, printed once per dtype before the timings. Run:
 //! `cargo bench --features candle --bench candle`.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::hint::black_box;
-use std::sync::atomic::{AtomicUsize, Ordering};
+#[path = "common/counting.rs"]
+mod counting;
+
+use counting::{Counting, peak_bytes};
 
 use adrules::ContractSpec;
 use adrules::candle::candle_core::{DType, Device, Tensor, Var, backprop::GradStore};
@@ -17,58 +18,8 @@ use adrules::candle::contract;
 use adrules::rules::ContractOp;
 use criterion::{Criterion, criterion_group, criterion_main};
 
-/// The system allocator, counting live bytes and their peak.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(bytes: usize) {
-    let now = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: every call is forwarded to `System` unchanged; only counters are updated.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-            grew(new_size);
-        }
-        p
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Peak live heap bytes above the level at the call, while `f` runs (its result dropped
-/// inside).
-fn peak_bytes<T>(f: impl FnOnce() -> T) -> usize {
-    let base = LIVE.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
-    drop(black_box(f()));
-    PEAK.load(Ordering::Relaxed) - base
-}
+static ALLOCATOR: Counting = Counting;
 
 const D: usize = 32;
 

@@ -324,13 +324,15 @@ impl ContractSpec {
         })
     }
 
-    /// Builds the spec from one-character axis labels, e.g. `("abcd", "cdef", "abef")`:
+    /// Builds the spec from one-letter axis labels (ASCII letters, the grammar of
+    /// [`Network::einsum`](crate::network::Network::einsum)), e.g. `("abcd", "cdef", "abef")`:
     /// labels in both `a` and `b` are contracted, the others are open and must appear in `c`
     /// exactly once. Contracted axes are paired in the order they appear in `a`.
     ///
     /// # Errors
-    /// [`Error::InvalidLabel`] for a label repeated within one operand, a contracted label in
-    /// `c`, or an open label missing from (or unknown to) `c`.
+    /// [`Error::InvalidLabel`] for a character that is not an ASCII letter, a label repeated
+    /// within one operand, a contracted label in `c`, or an open label missing from (or
+    /// unknown to) `c`.
     pub fn from_labels(a: &str, b: &str, c: &str) -> Result<Self> {
         let (la, lb, lc): (Vec<char>, Vec<char>, Vec<char>) = (
             a.chars().collect(),
@@ -339,6 +341,14 @@ impl ContractSpec {
         );
         for (arg, l) in [("a", &la), ("b", &lb), ("c", &lc)] {
             for (i, x) in l.iter().enumerate() {
+                if !x.is_ascii_alphabetic() {
+                    return Err(Error::InvalidLabel {
+                        arg: arg.into(),
+                        label: format!("{x:?}"),
+                        reason: "labels are ASCII letters (a-z, A-Z), as in Einstein strings"
+                            .into(),
+                    });
+                }
                 if l[..i].contains(x) {
                     return Err(Error::InvalidLabel {
                         arg: arg.into(),
@@ -548,5 +558,19 @@ mod tests {
             ContractSpec::from_labels("ab", "bc", "a"),
             Err(Error::InvalidLabel { .. })
         ));
+        // The grammar of Einstein strings: no spaces, digits or non-ASCII letters.
+        for (a, b, c, arg) in [
+            ("i j", "jk", "ik", "a"),
+            ("ij", "j1", "i1", "b"),
+            ("αβ", "βγ", "αγ", "a"),
+        ] {
+            assert!(
+                matches!(
+                    ContractSpec::from_labels(a, b, c),
+                    Err(Error::InvalidLabel { arg: ref x, .. }) if x == arg
+                ),
+                "{a}, {b}, {c}"
+            );
+        }
     }
 }

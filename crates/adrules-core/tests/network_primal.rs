@@ -300,6 +300,24 @@ fn execute_into_is_blas_style_with_a_strong_zero() {
     )
     .unwrap();
     assert_eq!(nan.data(), net.data());
+    // Complex operands into a real C: the error names the operand, and C is untouched.
+    let real = random_tensor(&mut rng, &[2, 2], DType::F64);
+    let mut c = Arc::new(real.clone());
+    let e = plan
+        .execute_into(
+            &be,
+            &HeapAllocator,
+            &mut c,
+            &refs,
+            DynScalar::F64(1.0),
+            DynScalar::F64(1.0),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(e, adrules_core::Error::DTypeMismatch { ref arg, actual: DType::C64, .. } if arg == "operand 0"),
+        "{e}"
+    );
+    assert_eq!(*c, real);
 }
 
 #[test]

@@ -420,8 +420,9 @@ impl NetworkPlan {
     /// intermediates from `alloc` (given back as soon as consumed). `β = 0` is a strong zero.
     ///
     /// # Errors
-    /// As [`execute`](Self::execute), plus the backend's shape and dtype errors for `c`,
-    /// `alpha` and `beta` (the operands' dtypes must promote to C's).
+    /// As [`execute`](Self::execute); [`Error::DTypeMismatch`] (argument `"operand k"`) when
+    /// an operand's dtype does not promote to C's; the backend's shape and dtype errors for
+    /// `c`, `alpha` and `beta`.
     pub fn execute_into<B: Backend, A: Allocator<B>>(
         &self,
         be: &B,
@@ -432,6 +433,17 @@ impl NetworkPlan {
         beta: DynScalar,
     ) -> Result<()> {
         self.check_operands(be, operands)?;
+        let c_dtype = be.dtype(c);
+        for (k, t) in operands.iter().enumerate() {
+            let dtype = be.dtype(t);
+            if !dtype.promotes_to(c_dtype) {
+                return Err(Error::DTypeMismatch {
+                    arg: format!("operand {k}"),
+                    expected: format!("a dtype that promotes to C's {c_dtype}"),
+                    actual: dtype,
+                });
+            }
+        }
         self.run(be, alloc, operands, c, alpha, beta)
     }
 
