@@ -35,6 +35,24 @@ fn active(t: &Tensor) -> bool {
     t.track_op()
 }
 
+/// The backward pass of a one-operand node (add, trace): `None` when A is not tracked, else
+/// `cotangent(backend on C̄'s device, detached A, activity of A alone)`, the shared rule's Ā.
+fn operand_cotangent(
+    a: &Tensor,
+    c_bar: &Tensor,
+    cotangent: impl FnOnce(&CandleBackend, &Tensor, Activity) -> Result<Option<Tensor>>,
+) -> candle_core::Result<Option<Tensor>> {
+    if !active(a) {
+        return Ok(None);
+    }
+    let be = CandleBackend::new(c_bar.device().clone());
+    let act = Activity {
+        a: true,
+        ..Activity::NONE
+    };
+    cotangent(&be, &a.detach(), act).map_err(to_candle)
+}
+
 /// α as a real number for a fresh output of `dtype`; β must be zero (the op has no C input).
 fn fresh_alpha(alpha: DynScalar, beta: DynScalar, dtype: DType) -> Result<DynScalar> {
     if !beta.is_zero() {
@@ -88,19 +106,9 @@ impl CustomOp1 for AddNode {
     forward_on_gpus!(a: la);
 
     fn bwd(&self, a: &Tensor, res: &Tensor, c_bar: &Tensor) -> candle_core::Result<Option<Tensor>> {
-        if !active(a) {
-            return Ok(None);
-        }
-        let be = CandleBackend::new(c_bar.device().clone());
-        let act = Activity {
-            a: true,
-            ..Activity::NONE
-        };
-        let pb = self
-            .op
-            .pullback_at(&be, res, &a.detach(), act)
-            .map_err(to_candle)?;
-        Ok(pb.pullback(c_bar).map_err(to_candle)?.a)
+        operand_cotangent(a, c_bar, |be, a, act| {
+            Ok(self.op.pullback_at(be, res, a, act)?.pullback(c_bar)?.a)
+        })
     }
 }
 
@@ -137,19 +145,9 @@ impl CustomOp1 for TraceNode {
     forward_on_gpus!(a: la);
 
     fn bwd(&self, a: &Tensor, res: &Tensor, c_bar: &Tensor) -> candle_core::Result<Option<Tensor>> {
-        if !active(a) {
-            return Ok(None);
-        }
-        let be = CandleBackend::new(c_bar.device().clone());
-        let act = Activity {
-            a: true,
-            ..Activity::NONE
-        };
-        let pb = self
-            .op
-            .pullback_at(&be, res, &a.detach(), act)
-            .map_err(to_candle)?;
-        Ok(pb.pullback(c_bar).map_err(to_candle)?.a)
+        operand_cotangent(a, c_bar, |be, a, act| {
+            Ok(self.op.pullback_at(be, res, a, act)?.pullback(c_bar)?.a)
+        })
     }
 }
 
