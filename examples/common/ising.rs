@@ -354,7 +354,7 @@ where
             return Err(Error::invalid(
                 "tol",
                 format!(
-                    "the power iteration's relative residual must be in (0, {MAX_TOL:e}], got {tol}"
+                    "the power iteration's relative residual must be in (0, {MAX_TOL:e}], got {tol:e}"
                 ),
             ));
         }
