@@ -25,7 +25,7 @@ const D: usize = 32;
 
 /// Forward and backward through adrules' op (C̄ = ones, candle's seed for a non-scalar root).
 fn ours(a: &Var, b: &Var, op: &ContractOp) -> GradStore {
-    let c = contract(a.as_tensor(), b.as_tensor(), op).expect("contract");
+    let c = contract(op, a.as_tensor(), b.as_tensor()).expect("contract");
     c.backward().expect("backward")
 }
 

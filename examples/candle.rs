@@ -7,7 +7,7 @@
 //! Run: `cargo run --release --features candle --example candle`.
 
 use adrules::candle::candle_core::{Device, Result, Tensor, Var};
-use adrules::candle::{einsum, to_candle};
+use adrules::candle::einsum;
 
 fn main() -> Result<()> {
     let dev = Device::Cpu;
@@ -16,7 +16,7 @@ fn main() -> Result<()> {
     let t = |dims: &[usize]| Tensor::randn(0f64, 1.0, dims, &dev);
     let parts = [t(&[d, 2])?, t(&[2, d, 2])?, t(&[2, d, 2])?, t(&[2, d])?];
     let parts: Vec<&Tensor> = parts.iter().collect();
-    let target = einsum("ia,ajb,bkc,cl->ijkl", &parts).map_err(to_candle)?;
+    let target = einsum("ia,ajb,bkc,cl->ijkl", &parts)?;
     let rms = target.sqr()?.mean_all()?.sqrt()?.to_scalar::<f64>()?;
     let target = ((target / rms)? + Tensor::randn(0f64, 0.05, (d, d, d, d), &dev)?)?;
 
@@ -30,7 +30,7 @@ fn main() -> Result<()> {
     let lr = 0.5;
     for step in 0..=300 {
         let ops: Vec<&Tensor> = cores.iter().map(|v| v.as_tensor()).collect();
-        let fit = einsum("ia,ajb,bkc,cl->ijkl", &ops).map_err(to_candle)?;
+        let fit = einsum("ia,ajb,bkc,cl->ijkl", &ops)?;
         let loss = (fit - &target)?.sqr()?.mean_all()?;
         let grads = loss.backward()?;
         for core in &cores {

@@ -11,118 +11,413 @@
 //! read off the eigenvector (which must agree with the bond energy), and the specific heat
 //! from the β-derivative of the energy's expectation values, `dv*/dβ` coming from the
 //! implicit pushforward. See `examples/common/ising.rs` for the model and the formulas.
+//!
+//! Every argument is checked before anything is written, and the CSV and the chart are
+//! written to temporary files in their destination directories, renamed into place only when
+//! the whole run has succeeded: a failing run leaves existing files as they were.
 
 #[path = "common/ising.rs"]
-mod ising;
+pub mod ising;
 #[path = "common/onsager.rs"]
-mod onsager;
+pub mod onsager;
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use adrules::{Backend, Result};
+use adrules::{Backend, DType, Result};
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use ising::{Point, Real, Strip, Timings};
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Precision {
+/// The arithmetic precision of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Precision {
+    /// double precision (tolerance down to 2.2e-16)
     F64,
+    /// single precision (tolerance down to 1.2e-7; low temperatures overflow sooner)
     F32,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum BackendChoice {
+impl Precision {
+    fn dtype(self) -> DType {
+        match self {
+            Precision::F64 => DType::F64,
+            Precision::F32 => DType::F32,
+        }
+    }
+
+    /// Machine epsilon: no relative residual below it can be reached.
+    fn epsilon(self) -> f64 {
+        match self {
+            Precision::F64 => f64::EPSILON,
+            Precision::F32 => f32::EPSILON as f64,
+        }
+    }
+
+    /// `ln` of the largest finite value.
+    fn ln_max(self) -> f64 {
+        match self {
+            Precision::F64 => f64::MAX.ln(),
+            Precision::F32 => (f32::MAX as f64).ln(),
+        }
+    }
+
+    /// The power iteration's default tolerance.
+    fn default_tol(self) -> f64 {
+        match self {
+            Precision::F64 => 1e-13,
+            Precision::F32 => 1e-6,
+        }
+    }
+}
+
+/// The engine the rules run on. Every choice is accepted on the command line; one whose
+/// cargo feature is not in this build is refused with the feature to rebuild with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendChoice {
     /// the embedded strided CPU backend
     Strided,
-    /// candle tensors on the CPU device (feature `candle`)
-    #[cfg(feature = "candle")]
+    /// candle tensors on the CPU device (build with `--features candle`)
     Candle,
-    /// burn tensors on burn's Flex CPU backend (feature `burn`)
-    #[cfg(feature = "burn")]
+    /// burn tensors on burn's Flex CPU backend (build with `--features burn`)
     Burn,
-    /// dfdx tensors (feature `dfdx`; rank ≤ 6, so width ≤ 4)
-    #[cfg(feature = "dfdx")]
+    /// dfdx tensors (build with `--features dfdx`; rank ≤ 6, so width ≤ 4)
     Dfdx,
 }
 
-/// 2D Ising model on a periodic strip: free energy, energy and specific heat by automatic
-/// differentiation through a tensor network and an implicit eigenvector.
-#[derive(Parser, Debug)]
-#[command(version, about)]
-struct Args {
-    /// strip width W (periodic), 3 to 20; the transfer matrix acts on 2^W states
-    #[arg(long, default_value_t = 10)]
-    width: usize,
-    /// lowest temperature
-    #[arg(long, default_value_t = 1.0)]
-    t_min: f64,
-    /// highest temperature
-    #[arg(long, default_value_t = 4.0)]
-    t_max: f64,
-    /// number of temperatures (evenly spaced, both ends included)
-    #[arg(long, default_value_t = 40)]
-    points: usize,
-    /// arithmetic precision
-    #[arg(long, value_enum, default_value_t = Precision::F64)]
-    precision: Precision,
-    /// relative residual ‖Tv − λv‖/λ at which the power iteration stops (default 1e-13 in
-    /// f64, 1e-6 in f32)
-    #[arg(long)]
-    tol: Option<f64>,
-    /// where to write the table as CSV
-    #[arg(long, default_value = "ising2d.csv")]
-    csv: PathBuf,
-    /// where to draw u(T) and c(T) with the exact curves (PNG)
-    #[arg(long, default_value = "ising2d.png")]
-    png: PathBuf,
-    /// the engine the rules run on
-    #[arg(long, value_enum, default_value_t = BackendChoice::Strided)]
-    backend: BackendChoice,
+impl BackendChoice {
+    /// The cargo feature that builds this backend in (none for the default one).
+    fn feature(self) -> Option<&'static str> {
+        match self {
+            BackendChoice::Strided => None,
+            BackendChoice::Candle => Some("candle"),
+            BackendChoice::Burn => Some("burn"),
+            BackendChoice::Dfdx => Some("dfdx"),
+        }
+    }
+
+    /// `true` when this build contains the backend.
+    fn built(self) -> bool {
+        match self {
+            BackendChoice::Strided => true,
+            BackendChoice::Candle => cfg!(feature = "candle"),
+            BackendChoice::Burn => cfg!(feature = "burn"),
+            BackendChoice::Dfdx => cfg!(feature = "dfdx"),
+        }
+    }
+
+    /// The widest strip the backend can hold (dfdx tensors have rank ≤ 6).
+    fn max_width(self) -> usize {
+        match self {
+            BackendChoice::Dfdx => 4,
+            _ => *ising::WIDTHS.end(),
+        }
+    }
+
+    fn not_built(self) -> String {
+        let feature = self.feature().unwrap_or("strided");
+        format!(
+            "--backend {feature}: this build does not include the {feature} backend; rebuild \
+             with `--features {feature}`, e.g. `cargo run --release --features {feature} \
+             --example ising2d -- --backend {feature}`"
+        )
+    }
 }
 
-fn temperatures(args: &Args) -> std::result::Result<Vec<f64>, String> {
-    if !(args.t_min > 0.0 && args.t_max >= args.t_min && args.t_max.is_finite()) {
+/// The most temperatures one run computes.
+pub const MAX_POINTS: usize = 10_000;
+
+/// The 2D Ising model (J = k_B = 1) on an infinite strip of periodic width W, differentiated
+/// through a tensor network and an implicit eigenvector, against Onsager's exact solution.
+///
+/// For each of --points temperatures T, evenly spaced from --t-min to --t-max, per site: the
+/// free energy f = −ln λ/(βW) from the leading eigenvalue λ of the row-to-row transfer matrix
+/// (power iteration on a periodic matrix-product operator, β = 1/T); the internal energy
+/// u = e_h + e_v by reverse mode through the tensor network and the implicit eigenvector;
+/// the horizontal correlation read off the eigenvector (it must equal −e_h); and the specific
+/// heat c = −β² du/dβ by forward mode through the implicit pushforward.
+///
+/// Outputs: a table on standard output beside Onsager's exact infinite-lattice u and c (with
+/// the time spent in power iterations, network rules and implicit solves); the same table as
+/// CSV (--csv); a chart of u(T) and c(T) with the exact curves and the critical temperature
+/// T_c = 2/ln(1+√2) ≈ 2.269 (--png). Every argument is checked before anything is written,
+/// and both files are replaced only when the whole run succeeds.
+#[derive(Parser, Debug)]
+#[command(
+    name = "ising2d",
+    version,
+    after_help = "Examples:\n  cargo run --release --example ising2d\n  cargo run --release \
+                  --example ising2d -- --width 12 --t-min 2 --t-max 2.6 --points 61\n  \
+                  cargo run --release --features candle --example ising2d -- --backend candle"
+)]
+pub struct Args {
+    /// strip width W (periodic), 3 to 20; the transfer matrix acts on 2^W states
+    #[arg(long, default_value_t = 10)]
+    pub width: usize,
+    /// lowest temperature (in units of J/k_B)
+    #[arg(long, default_value_t = 1.0)]
+    pub t_min: f64,
+    /// highest temperature (in units of J/k_B)
+    #[arg(long, default_value_t = 4.0)]
+    pub t_max: f64,
+    /// number of temperatures (evenly spaced, both ends included), 1 (with t-min = t-max) to
+    /// 10000
+    #[arg(long, default_value_t = 40)]
+    pub points: usize,
+    /// arithmetic precision
+    #[arg(long, value_enum, default_value_t = Precision::F64)]
+    pub precision: Precision,
+    /// relative residual ‖Tv − λv‖/λ at which the power iteration stops, at least the
+    /// precision's machine epsilon and at most 1e-3 [default: 1e-13 in f64, 1e-6 in f32]
+    #[arg(long)]
+    pub tol: Option<f64>,
+    /// where to write the table as CSV
+    #[arg(long, default_value = "ising2d.csv")]
+    pub csv: PathBuf,
+    /// where to draw u(T) and c(T) with the exact curves (a .png path)
+    #[arg(long, default_value = "ising2d.png")]
+    pub png: PathBuf,
+    /// the engine the rules run on
+    #[arg(long, value_enum, default_value_t = BackendChoice::Strided)]
+    pub backend: BackendChoice,
+}
+
+/// A run's checked arguments.
+#[derive(Debug)]
+pub struct Plan {
+    /// the temperatures, lowest first
+    pub temperatures: Vec<f64>,
+    /// the power iteration's tolerance
+    pub tol: f64,
+}
+
+/// Checks every argument, touching no file: the sweep, the backend and both output paths.
+///
+/// # Errors
+/// A message naming the offending option and what it accepts.
+pub fn check(args: &Args) -> std::result::Result<Plan, String> {
+    if !args.backend.built() {
+        return Err(args.backend.not_built());
+    }
+    let widths = *ising::WIDTHS.start()..=args.backend.max_width();
+    if !widths.contains(&args.width) {
+        let why = if args.width > *ising::WIDTHS.end() {
+            " (the transfer matrix acts on 2^W states)"
+        } else if args.width > *widths.end() {
+            " on this backend (its tensors have rank ≤ 6)"
+        } else {
+            ""
+        };
         return Err(format!(
-            "temperatures must satisfy 0 < t-min ≤ t-max, got {} and {}",
-            args.t_min, args.t_max
+            "--width {}: the strip width must be between {} and {}{why}",
+            args.width,
+            widths.start(),
+            widths.end()
         ));
     }
-    if args.points == 0 || (args.points == 1 && args.t_min != args.t_max) {
-        return Err("points must be at least 2 (or 1 with t-min = t-max)".into());
+    let (t_min, t_max) = (args.t_min, args.t_max);
+    if !(t_min > 0.0 && t_max >= t_min && t_max.is_finite()) {
+        return Err(format!(
+            "--t-min {t_min}, --t-max {t_max}: temperatures must be finite with 0 < t-min ≤ \
+             t-max"
+        ));
+    }
+    // λ ≥ exp(2W/T) (the weight of two aligned rows), and the solves square it (‖T v‖² in
+    // the power iteration, the implicit solves in the chosen precision): beyond the largest
+    // finite value the run can only fail, after the sweep of every warmer temperature.
+    let exponent = 4.0 * args.width as f64 / t_min;
+    let limit = args.precision.ln_max() + 1.0;
+    if exponent > limit {
+        let coldest = 4.0 * args.width as f64 / limit;
+        let remedy = match args.precision {
+            Precision::F64 => String::new(),
+            Precision::F32 => " or use --precision f64".into(),
+        };
+        return Err(format!(
+            "--t-min {t_min}: too cold for {dtype} at width {}: the leading eigenvalue \
+             λ ≥ exp(2W/T) = e^{:.0} and the solves need λ² = e^{exponent:.0} below the \
+             largest {dtype} (e^{:.0}); raise --t-min above {coldest:.4}{remedy}",
+            args.width,
+            exponent / 2.0,
+            args.precision.ln_max(),
+            dtype = args.precision.dtype(),
+        ));
+    }
+    if args.points == 0 || args.points > MAX_POINTS || (args.points == 1 && t_min != t_max) {
+        return Err(format!(
+            "--points {}: the number of temperatures must be between 2 and {MAX_POINTS} (or 1 \
+             with t-min = t-max)",
+            args.points
+        ));
+    }
+    let tol = args.tol.unwrap_or(args.precision.default_tol());
+    let eps = args.precision.epsilon();
+    if !(tol >= eps && tol <= ising::MAX_TOL) {
+        let hint = if args.precision == Precision::F32 && tol > 0.0 && tol < eps {
+            " (use --precision f64 for a tighter tolerance)"
+        } else {
+            ""
+        };
+        return Err(format!(
+            "--tol {tol:e}: the power iteration's relative residual must be between {eps:.1e} \
+             (machine epsilon of {}) and {:e}{hint}",
+            args.precision.dtype(),
+            ising::MAX_TOL
+        ));
+    }
+    check_output("--csv", &args.csv)?;
+    check_output("--png", &args.png)?;
+    if !args
+        .png
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"))
+    {
+        return Err(format!(
+            "--png {}: the chart is written as PNG, use a .png path",
+            args.png.display()
+        ));
+    }
+    if destination(&args.csv)? == destination(&args.png)? {
+        return Err(format!(
+            "--csv {} and --png {} name the same file",
+            args.csv.display(),
+            args.png.display()
+        ));
     }
     let step = if args.points > 1 {
-        (args.t_max - args.t_min) / (args.points - 1) as f64
+        (t_max - t_min) / (args.points - 1) as f64
     } else {
         0.0
     };
-    Ok((0..args.points)
-        .map(|i| args.t_min + step * i as f64)
-        .collect())
+    let temperatures = (0..args.points)
+        .map(|i| {
+            if i + 1 == args.points {
+                t_max
+            } else {
+                t_min + step * i as f64
+            }
+        })
+        .collect();
+    Ok(Plan { temperatures, tol })
+}
+
+/// The directory of an output path (`.` for a bare file name).
+fn directory(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// An output path as an absolute directory and a file name, to tell two paths to one file.
+fn destination(path: &Path) -> std::result::Result<PathBuf, String> {
+    let dir = directory(path)
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(dir.join(path.file_name().unwrap_or_default()))
+}
+
+/// An output path must name a file (not a directory) in an existing directory.
+fn check_output(option: &str, path: &Path) -> std::result::Result<(), String> {
+    let shown = path.display();
+    if path.file_name().is_none() {
+        return Err(format!("{option} {shown}: not a file name"));
+    }
+    let dir = directory(path);
+    if !dir.is_dir() {
+        return Err(format!(
+            "{option} {shown}: the directory {} does not exist",
+            dir.display()
+        ));
+    }
+    if path.is_dir() {
+        return Err(format!("{option} {shown}: is a directory"));
+    }
+    Ok(())
+}
+
+/// An output written to a fresh temporary file beside its destination, renamed over it by
+/// [`Pending::commit`]; dropped uncommitted, the temporary file is removed and the
+/// destination is left as it was.
+struct Pending {
+    tmp: PathBuf,
+    dest: PathBuf,
+    committed: bool,
+}
+
+impl Pending {
+    /// Creates the temporary file (a new one, never an existing file) next to `dest`; it
+    /// keeps `dest`'s extension, from which the PNG encoder picks the format.
+    fn reserve(option: &str, dest: &Path) -> std::result::Result<Pending, String> {
+        let name = dest.file_name().unwrap_or_default().to_string_lossy();
+        let ext = dest
+            .extension()
+            .map(|e| format!(".{}", e.to_string_lossy()))
+            .unwrap_or_default();
+        let dir = directory(dest);
+        let mut attempt = 0u32;
+        loop {
+            let tmp = dir.join(format!(".{name}.{}-{attempt}.tmp{ext}", std::process::id()));
+            match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+                Ok(_) => {
+                    return Ok(Pending {
+                        tmp,
+                        dest: dest.to_path_buf(),
+                        committed: false,
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 100 => {
+                    attempt += 1;
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "{option} {}: cannot write in {}: {e}",
+                        dest.display(),
+                        dir.display()
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Renames the temporary file over the destination.
+    fn commit(mut self) -> std::result::Result<(), String> {
+        std::fs::rename(&self.tmp, &self.dest)
+            .map_err(|e| format!("{}: {e}", self.dest.display()))?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// The sweep on `be` in the precision asked for.
-fn sweep_in<B>(be: B, args: &Args, temps: &[f64]) -> Result<(Vec<Point>, Timings)>
+fn sweep_in<B>(be: B, args: &Args, plan: &Plan) -> Result<(Vec<Point>, Timings)>
 where
     B: Backend + Send + Sync + 'static,
     B::Tensor: Send + Sync,
 {
     match args.precision {
-        Precision::F64 => sweep::<f64, _>(be, args, temps),
-        Precision::F32 => sweep::<f32, _>(be, args, temps),
+        Precision::F64 => sweep::<f64, _>(be, args, plan),
+        Precision::F32 => sweep::<f32, _>(be, args, plan),
     }
 }
 
-fn sweep<T: Real, B>(be: B, args: &Args, temps: &[f64]) -> Result<(Vec<Point>, Timings)>
+fn sweep<T: Real, B>(be: B, args: &Args, plan: &Plan) -> Result<(Vec<Point>, Timings)>
 where
     B: Backend + Send + Sync + 'static,
     B::Tensor: Send + Sync,
 {
+    let temps = &plan.temperatures;
     let strip = Strip::new::<T>(be, args.width)?;
-    let tol = args
-        .tol
-        .unwrap_or(if T::DTYPE.is_double() { 1e-13 } else { 1e-6 });
     let bar = ProgressBar::new(temps.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} T = {msg} [{elapsed_precise}]")
@@ -134,7 +429,21 @@ where
     // From high to low temperature: each eigenvector starts the next power iteration.
     for &t in temps.iter().rev() {
         bar.set_message(format!("{t:.4}"));
-        let (p, v) = strip.point::<T>(t, &start, tol, &mut timings)?;
+        let (p, v) = strip.point::<T>(t, &start, plan.tol, &mut timings)?;
+        // Near the coldest temperature a precision can hold, rounding may leave a NaN or an
+        // infinity in a derivative: refuse it rather than tabulate it.
+        for (name, x) in [("f", p.f), ("u", p.u), ("g_h", p.g_h), ("c", p.c)] {
+            if !x.is_finite() {
+                return Err(adrules::Error::invalid(
+                    "temperature",
+                    format!(
+                        "{name} = {x} at T = {t} in {}: too cold for this precision, raise \
+                         --t-min",
+                        T::DTYPE
+                    ),
+                ));
+            }
+        }
         start = v;
         points.push(p);
         bar.inc(1);
@@ -152,31 +461,31 @@ fn main() {
     }
 }
 
-fn run(args: &Args) -> std::result::Result<(), String> {
-    let temps = temperatures(args)?;
-    // Refuse unwritable outputs before the sweep, not after it.
-    if args.png.extension().and_then(|e| e.to_str()) != Some("png") {
-        return Err(format!(
-            "{}: the chart is written as PNG, use a .png path",
-            args.png.display()
-        ));
-    }
-    for path in [&args.csv, &args.png] {
-        std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    }
+/// Runs the example: checks the arguments, reserves the outputs, sweeps, prints the table and
+/// replaces the CSV and the chart.
+///
+/// # Errors
+/// A message for the user; existing output files are then left untouched.
+pub fn run(args: &Args) -> std::result::Result<(), String> {
+    let plan = check(args)?;
+    // Refuse unwritable outputs before the sweep, not after it, without touching them.
+    let csv_out = Pending::reserve("--csv", &args.csv)?;
+    let png_out = Pending::reserve("--png", &args.png)?;
     let wall = Instant::now();
     let (points, timings) = match args.backend {
-        BackendChoice::Strided => sweep_in(adrules::strided::Strided, args, &temps),
+        BackendChoice::Strided => sweep_in(adrules::strided::Strided, args, &plan),
         #[cfg(feature = "candle")]
-        BackendChoice::Candle => sweep_in(adrules::candle::CandleBackend::cpu(), args, &temps),
+        BackendChoice::Candle => sweep_in(adrules::candle::CandleBackend::cpu(), args, &plan),
         #[cfg(feature = "burn")]
         BackendChoice::Burn => sweep_in(
             adrules::burn::BurnBackend::<adrules::burn::burn_flex::Flex>::new(Default::default()),
             args,
-            &temps,
+            &plan,
         ),
         #[cfg(feature = "dfdx")]
-        BackendChoice::Dfdx => sweep_in(adrules::dfdx::DfdxBackend::default(), args, &temps),
+        BackendChoice::Dfdx => sweep_in(adrules::dfdx::DfdxBackend::default(), args, &plan),
+        #[allow(unreachable_patterns)] // with every feature on
+        other => return Err(other.not_built()),
     }
     .map_err(|e| e.to_string())?;
     let elapsed = wall.elapsed();
@@ -271,20 +580,21 @@ fn run(args: &Args) -> std::result::Result<(), String> {
         "finite width: the exact values are for W = ∞; the differences above are the strip's finite-size effects (largest near T_c)."
     );
 
-    std::fs::File::create(&args.csv)
-        .and_then(|mut f| f.write_all(csv.as_bytes()))
+    std::fs::write(&csv_out.tmp, csv.as_bytes())
         .map_err(|e| format!("{}: {e}", args.csv.display()))?;
+    plot(&png_out.tmp, &points, args.width)
+        .map_err(|e| format!("{}: cannot draw the chart: {e}", args.png.display()))?;
+    csv_out.commit()?;
     println!("wrote {}", args.csv.display());
-    match plot(&args.png, &points, args.width) {
-        Ok(()) => println!("wrote {}", args.png.display()),
-        Err(e) => return Err(format!("{}: {e}", args.png.display())),
-    }
+    png_out.commit()?;
+    println!("wrote {}", args.png.display());
     Ok(())
 }
 
-/// u(T) and c(T) beside Onsager's exact curves, in two panels.
+/// u(T) and c(T) beside Onsager's exact curves, in two panels, each with a dashed vertical
+/// line at Onsager's critical temperature.
 fn plot(
-    path: &std::path::Path,
+    path: &Path,
     points: &[Point],
     width: usize,
 ) -> std::result::Result<(), Box<dyn std::error::Error>> {
@@ -296,26 +606,35 @@ fn plot(
         points.first().map_or(1.0, |p| p.temperature),
         points.last().map_or(4.0, |p| p.temperature),
     );
+    // A single temperature still gets an x-range around it.
+    let (x0, x1) = if t1 > t0 {
+        (t0, t1)
+    } else {
+        (0.9 * t0, 1.1 * t0)
+    };
+    let tc = onsager::critical_temperature();
     let exact: Vec<f64> = (0..=400)
-        .map(|i| t0 + (t1 - t0) * i as f64 / 400.0)
+        .map(|i| x0 + (x1 - x0) * i as f64 / 400.0)
         .collect();
     type Getter = fn(&Point) -> f64;
     type Exact = fn(f64) -> f64;
-    let panels: [(&_, &str, Getter, Exact); 2] = [
+    let panels: [(&_, &str, &str, Getter, Exact); 2] = [
         (
             &left,
             "internal energy u",
+            "u per site (J = k_B = 1)",
             |p| p.u,
             |t| onsager::internal_energy(1.0 / t),
         ),
         (
             &right,
             "specific heat c",
+            "c per site (J = k_B = 1)",
             |p| p.c,
             |t| onsager::specific_heat(1.0 / t),
         ),
     ];
-    for (area, name, get, exact_fn) in panels {
+    for (area, name, y_desc, get, exact_fn) in panels {
         let ys: Vec<f64> = points
             .iter()
             .map(get)
@@ -332,6 +651,7 @@ fn plot(
         } else {
             hi
         };
+        let (y0, y1) = (lo - pad, hi + pad);
         let mut chart = ChartBuilder::on(area)
             .caption(
                 format!("{name}, W = {width} vs Onsager (W = ∞)"),
@@ -339,9 +659,26 @@ fn plot(
             )
             .margin(10)
             .x_label_area_size(35)
-            .y_label_area_size(50)
-            .build_cartesian_2d(t0..t1, (lo - pad)..(hi + pad))?;
-        chart.configure_mesh().x_desc("T").draw()?;
+            .y_label_area_size(60)
+            .build_cartesian_2d(x0..x1, y0..y1)?;
+        chart
+            .configure_mesh()
+            .x_desc("T (J = k_B = 1)")
+            .y_desc(y_desc)
+            .axis_desc_style(("sans-serif", 15))
+            .draw()?;
+        if (x0..=x1).contains(&tc) {
+            let marker = RGBColor(40, 90, 200);
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [(tc, y0), (tc, y1)],
+                    6,
+                    4,
+                    marker.stroke_width(1),
+                ))?
+                .label(format!("T_c = 2/ln(1+√2) ≈ {tc:.3}"))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], marker));
+        }
         chart
             .draw_series(LineSeries::new(
                 exact

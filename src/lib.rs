@@ -4,9 +4,12 @@
 //! whole tensor networks and implicit functions, written once over a backend trait and
 //! plugged into the engines Rust users already have.
 //!
-//! This facade re-exports [`adrules_core`] at the top level and, behind features, the
-//! backends: the embedded strided CPU backend as `strided` (default feature `strided`) and the
-//! engine adapters as `candle`, `burn` and `dfdx` (features of the same names).
+//! This facade re-exports the modules of [`adrules_core`] ([`rules`], [`network`],
+//! [`implicit`], [`backend`], [`spec`], [`scalar`], [`host`], [`alloc`], [`error`], and
+//! [`math`], the derivations of every rule), the vocabulary types at the top level, a
+//! [`prelude`], and, behind features, the backends: the embedded strided CPU backend as
+//! `strided` (default feature `strided`) and the engine adapters as `candle`, `burn` and
+//! `dfdx` (features of the same names).
 //!
 //! # Example: a contraction and its pullback on the strided backend
 //! ```
@@ -34,7 +37,34 @@
 //! # Ok::<(), adrules::Error>(())
 //! ```
 
-pub use adrules_core::*;
+pub use adrules_core::{alloc, backend, error, host, implicit, math, network, rules, scalar, spec};
+
+pub use adrules_core::{
+    Allocator, Axes, Backend, Complex32, Complex64, Conj, ContractSpec, DType, Dims, DynScalar,
+    Error, HeapAllocator, HostData, HostElement, HostTensor, Permutation, RealScalar, Result,
+    Scalar, TraceSpec, take_backward_errors,
+};
+
+/// The names most programs use: `use adrules::prelude::*;`.
+///
+/// The backend trait and the vocabulary (dtypes, conjugation flags, index specifications,
+/// errors), the primitive ops and their activity, networks and their plans, implicit
+/// functions, and, with the default feature `strided`, the embedded backend [`Strided`]
+/// (its tensor type is left out so that it never shadows an engine's `Tensor`).
+///
+/// [`Strided`]: crate::strided::Strided
+pub mod prelude {
+    pub use adrules_core::implicit::{ImplicitFunction, Linearization, SolverOptions};
+    pub use adrules_core::network::{Network, NetworkPlan, Order};
+    pub use adrules_core::rules::{Activity, AddOp, ContractOp, Primitive, Tangents, TraceOp};
+    pub use adrules_core::{
+        Backend, Conj, ContractSpec, DType, DynScalar, Error, HostTensor, Permutation, Result,
+        TraceSpec,
+    };
+
+    #[cfg(feature = "strided")]
+    pub use adrules_strided::Strided;
+}
 
 /// The embedded strided CPU backend (feature `strided`, on by default).
 #[cfg(feature = "strided")]

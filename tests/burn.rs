@@ -1,10 +1,8 @@
-//! The conformance suite on the burn adapter's backend over burn's Flex CPU backend (f32 and
-//! f64; burn has no complex dtype).
+//! The conformance suite (`adrules_testing::conformance`) on the burn adapter's backend over
+//! burn's Flex CPU backend (f32 and f64; burn has no complex dtype).
 #![cfg(feature = "burn")]
-
-mod conformance;
 
 use adrules::burn::BurnBackend;
 use adrules::burn::burn_flex::Flex;
 
-conformance::suite!(BurnBackend::<Flex>::new(Default::default()));
+adrules_testing::conformance_suite!(BurnBackend::<Flex>::new(Default::default()));

@@ -1,17 +1,23 @@
-//! Acceptance tests of the main example (`examples/ising2d.rs`): the free energy, internal
-//! energy and specific heat computed through the network and implicit rules against an
-//! independent dense reference — the explicit 2^W × 2^W transfer matrix, its largest
-//! eigenvalue from faer's self-adjoint eigensolver, derivatives by 8th-order finite
-//! differences — and against Onsager's exact solution where the strip is wide enough.
+//! Acceptance tests of the main example (`examples/ising2d.rs`, included whole with its
+//! `examples/common` modules): the free energy, internal energy and specific heat computed
+//! through the network and implicit rules against an independent dense reference — the
+//! explicit 2^W × 2^W transfer matrix, its largest eigenvalue from faer's self-adjoint
+//! eigensolver, derivatives by 8th-order finite differences — and against Onsager's exact
+//! solution where the strip is wide enough; and the command line: every argument checked
+//! before a file is touched, outputs replaced only by a successful run, the help text.
 #![cfg(feature = "strided")]
 
-#[path = "../examples/common/ising.rs"]
-mod ising;
-#[path = "../examples/common/onsager.rs"]
-mod onsager;
+#[path = "../examples/ising2d.rs"]
+#[allow(dead_code)] // `main` and what only the binary uses
+mod example;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 use adrules::Error;
 use adrules::strided::Strided;
+use clap::{CommandFactory, Parser};
+use example::{Args, ising, onsager};
 use faer::Mat;
 use ising::{Strip, Timings};
 
@@ -160,13 +166,30 @@ fn bad_parameters_are_typed_errors() {
         ));
     }
     // exp(8β) overflows f32 at T = 0.05: a typed error at the first iteration, not 200000
-    // iterations on NaN.
+    // iterations on NaN; more range is a remedy.
     let strip = Strip::new::<f32>(Strided, 4).unwrap();
     let start = strip.start::<f32>().unwrap();
-    assert!(matches!(
-        strip.point::<f32>(0.05, &start, 1e-6, &mut Timings::default()),
-        Err(Error::InvalidArgument { ref arg, .. }) if arg == "temperature"
-    ));
+    let e = strip
+        .point::<f32>(0.05, &start, 1e-6, &mut Timings::default())
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidArgument { ref arg, .. } if arg == "temperature"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("use f64"), "{e}");
+    // In f64, ‖T v‖² ≥ λ² ≥ exp(4W/T) = e^710 overflows at W = 3, T = 0.0169: f64 is in use
+    // already, so the only remedy offered is a higher temperature.
+    let strip = Strip::new::<f64>(Strided, 3).unwrap();
+    let start = strip.start::<f64>().unwrap();
+    let e = strip
+        .point::<f64>(0.0169, &start, 1e-13, &mut Timings::default())
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("overflow f64") && msg.contains("raise the temperature"),
+        "{msg}"
+    );
+    assert!(!msg.contains("use f64"), "{msg}");
 }
 
 #[test]
@@ -237,4 +260,265 @@ fn burn_agrees_with_strided() {
 #[test]
 fn dfdx_agrees_with_strided() {
     agrees_with_strided(adrules::dfdx::DfdxBackend::default());
+}
+
+// ---------------------------------------------------------------- the command line
+
+/// A fresh, empty directory for one test, removed when dropped (also when the test fails).
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
+    let dir = std::env::temp_dir().join(format!("adrules-ising2d-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    Scratch(dir)
+}
+
+/// Every file in `dir` with its bytes, by name.
+fn listing(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// The example's arguments, as a user types them, writing into `dir` unless `extra` names an
+/// output.
+fn args_in(dir: &Path, extra: &[&str]) -> Args {
+    let mut argv: Vec<OsString> = vec!["ising2d".into()];
+    for (option, file) in [("--csv", "ising2d.csv"), ("--png", "ising2d.png")] {
+        if !extra.contains(&option) {
+            argv.extend([option.into(), dir.join(file).into()]);
+        }
+    }
+    argv.extend(extra.iter().map(OsString::from));
+    Args::try_parse_from(argv).unwrap()
+}
+
+/// Puts a user's earlier `ising2d.csv` and `ising2d.png` into `dir`.
+fn earlier_outputs(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    std::fs::write(dir.join("ising2d.csv"), b"T,f\n1,2\n(the user's table)\n").unwrap();
+    std::fs::write(
+        dir.join("ising2d.png"),
+        b"\x89PNG not really, but the user's",
+    )
+    .unwrap();
+    listing(dir)
+}
+
+#[test]
+fn bad_arguments_are_refused_before_any_file_is_touched() {
+    let guard = scratch("bad-arguments");
+    let dir = guard.0.clone();
+    let before = earlier_outputs(&dir);
+    // (arguments, what the message must name)
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["--width", "2"], &["--width 2", "between 3 and 20"]),
+        (
+            &["--width", "21"],
+            &["--width 21", "between 3 and 20", "2^W"],
+        ),
+        (&["--tol", "0"], &["--tol", "between 2.2e-16", "1e-3"]),
+        (&["--tol", "1e300"], &["--tol 1e300"]),
+        (&["--tol", "NaN"], &["--tol NaN"]),
+        (
+            &["--tol", "1e-9", "--precision", "f32"],
+            &["--tol 1e-9", "machine epsilon of f32", "--precision f64"],
+        ),
+        (&["--t-min", "0"], &["--t-min 0", "0 < t-min ≤ t-max"]),
+        (&["--t-min", "3", "--t-max", "2"], &["--t-max 2"]),
+        (&["--t-max", "inf"], &["--t-max inf"]),
+        (&["--points", "0"], &["--points 0"]),
+        (&["--points", "1"], &["--points 1", "t-min = t-max"]),
+        (&["--points", "20000"], &["--points 20000", "10000"]),
+        (
+            &["--t-min", "0.3", "--precision", "f32"],
+            &["--t-min 0.3", "too cold for f32", "--precision f64"],
+        ),
+        (&["--png", "chart.jpg"], &["--png chart.jpg", ".png"]),
+        (
+            &["--csv", "/nonexistent-dir/t.csv"],
+            &["--csv", "does not exist"],
+        ),
+    ];
+    for (extra, expected) in cases {
+        let msg =
+            example::run(&args_in(&dir, extra)).expect_err(&format!("{extra:?} was accepted"));
+        for part in *expected {
+            assert!(
+                msg.contains(part),
+                "{extra:?}: {msg:?} does not say {part:?}"
+            );
+        }
+        assert_eq!(listing(&dir), before, "{extra:?} changed the directory");
+    }
+    // f64 is already in use: the cold-temperature message offers only a warmer t-min
+    let msg = example::run(&args_in(&dir, &["--t-min", "0.01"])).unwrap_err();
+    assert!(
+        msg.contains("too cold for f64") && msg.contains("raise --t-min"),
+        "{msg}"
+    );
+    assert!(
+        !msg.contains("f64 or") && !msg.contains("--precision"),
+        "{msg}"
+    );
+    assert_eq!(listing(&dir), before);
+}
+
+#[test]
+fn output_paths_are_checked() {
+    let guard = scratch("paths");
+    let dir = guard.0.clone();
+    let before = earlier_outputs(&dir);
+    let mut args = args_in(&dir, &[]);
+    args.csv = dir.clone();
+    let msg = example::run(&args).unwrap_err();
+    assert!(
+        msg.contains("--csv") && msg.contains("is a directory"),
+        "{msg}"
+    );
+    let mut args = args_in(&dir, &[]);
+    args.csv = dir.join("./ising2d.png");
+    let msg = example::run(&args).unwrap_err();
+    assert!(msg.contains("name the same file"), "{msg}");
+    let mut args = args_in(&dir, &[]);
+    args.png = dir.join("missing").join("ising2d.png");
+    let msg = example::run(&args).unwrap_err();
+    assert!(
+        msg.contains("--png") && msg.contains("does not exist"),
+        "{msg}"
+    );
+    assert_eq!(listing(&dir), before);
+}
+
+#[test]
+fn a_failing_sweep_keeps_the_earlier_outputs_and_leaves_no_temporary_file() {
+    let guard = scratch("failing-sweep");
+    let dir = guard.0.clone();
+    let before = earlier_outputs(&dir);
+    // Past the arguments' check (4W/T = 710.1 ≤ ln(f64::MAX) + 1), but λ² ≥ e^710 still
+    // overflows the power iteration's ‖T v‖²: the sweep fails after the outputs were reserved.
+    let args = args_in(
+        &dir,
+        &[
+            "--width", "3", "--t-min", "0.0169", "--t-max", "0.0169", "--points", "1",
+        ],
+    );
+    let msg = example::run(&args).unwrap_err();
+    assert!(
+        msg.contains("overflow f64") && msg.contains("raise the temperature"),
+        "{msg}"
+    );
+    assert!(!msg.contains("use f64"), "{msg}");
+    assert_eq!(listing(&dir), before, "a failed run changed the directory");
+}
+
+#[test]
+fn a_successful_run_replaces_both_outputs() {
+    let guard = scratch("success");
+    let dir = guard.0.clone();
+    earlier_outputs(&dir);
+    let args = args_in(
+        &dir,
+        &[
+            "--width", "3", "--t-min", "2", "--t-max", "3", "--points", "3",
+        ],
+    );
+    example::run(&args).unwrap();
+    let files = listing(&dir);
+    let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["ising2d.csv", "ising2d.png"],
+        "temporary files were left"
+    );
+    let csv = String::from_utf8(files[0].1.clone()).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 4, "{csv}");
+    assert!(
+        lines[0].starts_with("T,f,u,e_h,e_v,g_h,c,u_exact,c_exact,"),
+        "{csv}"
+    );
+    let temps: Vec<f64> = lines[1..]
+        .iter()
+        .map(|l| l.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(temps, [2.0, 2.5, 3.0]);
+    assert_eq!(&files[1].1[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
+    assert!(files[1].1.len() > 10_000, "an empty chart");
+}
+
+#[test]
+fn a_backend_missing_from_the_build_names_its_feature() {
+    let guard = scratch("backend");
+    let dir = guard.0.clone();
+    let before = earlier_outputs(&dir);
+    let built = [
+        ("candle", cfg!(feature = "candle")),
+        ("burn", cfg!(feature = "burn")),
+        ("dfdx", cfg!(feature = "dfdx")),
+    ];
+    for (name, _) in built.iter().filter(|(_, b)| !b) {
+        // clap accepts the name; the example then says how to build it in
+        let msg = example::run(&args_in(&dir, &["--backend", name])).unwrap_err();
+        assert!(
+            msg.contains(&format!("rebuild with `--features {name}`")),
+            "{msg}"
+        );
+        assert!(!msg.contains("invalid value"), "{msg}");
+        assert_eq!(listing(&dir), before);
+    }
+    let e = Args::try_parse_from(["ising2d", "--backend", "tensorflow"]).unwrap_err();
+    assert!(e.to_string().contains("strided"), "{e}");
+    if cfg!(feature = "dfdx") {
+        let msg = example::run(&args_in(&dir, &["--backend", "dfdx", "--width", "5"])).unwrap_err();
+        assert!(msg.contains("between 3 and 4"), "{msg}");
+    }
+}
+
+#[test]
+fn help_describes_the_example() {
+    let long = Args::command().render_long_help().to_string();
+    for part in [
+        "2D Ising model",
+        "Onsager",
+        "free energy",
+        "specific heat",
+        "per site",
+        "T_c",
+        "CSV",
+        "[default: ising2d.csv]",
+        "[default: ising2d.png]",
+        "[default: 10]",
+        "[default: 40]",
+        "[default: f64]",
+        "[default: strided]",
+        "1e-13 in f64",
+        "--features candle",
+        "replaced only when the whole run succeeds",
+    ] {
+        assert!(long.contains(part), "--help lacks {part:?}:\n{long}");
+    }
+    let short = Args::command().render_help().to_string();
+    assert!(short.contains("2D Ising model"), "{short}");
+    for help in [&long, &short] {
+        assert!(
+            !help.contains(env!("CARGO_PKG_DESCRIPTION")),
+            "the help is the crate's description"
+        );
+    }
 }

@@ -1,6 +1,4 @@
-//! The conformance suite on the naive reference backend: the rules themselves are right
-//! independently of any fast kernel.
+//! The conformance suite (`adrules_testing::conformance`) on the naive reference backend: the
+//! rules themselves are right independently of any fast kernel.
 
-mod conformance;
-
-conformance::suite!(adrules_testing::ReferenceBackend);
+adrules_testing::conformance_suite!(adrules_testing::ReferenceBackend);

@@ -1,5 +1,3 @@
-//! The conformance suite on the embedded strided backend.
+//! The conformance suite (`adrules_testing::conformance`) on the embedded strided backend.
 
-mod conformance;
-
-conformance::suite!(adrules::strided::Strided);
+adrules_testing::conformance_suite!(adrules::strided::Strided);

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use adrules::implicit::{
     ImplicitFunction, ImplicitScalar, LinearMaps, Linearization, Method, NetworkConditions,
-    Operand, SolverOptions, Structure,
+    SolverOptions, Structure, TermOperand,
 };
 use adrules::network::{Label, Network, NetworkPlan, Order};
 use adrules::{Backend, DType, Error, HostElement, HostTensor, Result};
@@ -149,6 +149,9 @@ pub struct Point {
     pub solver: (&'static str, usize, usize),
 }
 
+/// The strip widths [`Strip::new`] accepts: the transfer matrix acts on `2^W` states.
+pub const WIDTHS: std::ops::RangeInclusive<usize> = 3..=20;
+
 /// The loosest power-iteration tolerance accepted: beyond it the eigenvector, and every
 /// derivative read off it, would be meaningless.
 pub const MAX_TOL: f64 = 1e-3;
@@ -189,15 +192,19 @@ where
     B: Backend + Send + Sync + 'static,
     B::Tensor: Send + Sync,
 {
-    /// Builds the plans for width `width` (at least 3) in dtype `T`.
+    /// Builds the plans for width `width` (in [`WIDTHS`]) in dtype `T`.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a width below 3 or above 20.
+    /// [`Error::InvalidArgument`] for a width outside [`WIDTHS`].
     pub fn new<T: Real>(be: B, width: usize) -> Result<Self> {
-        if !(3..=20).contains(&width) {
+        if !WIDTHS.contains(&width) {
             return Err(Error::invalid(
                 "width",
-                format!("must be in 3..=20, got {width}"),
+                format!(
+                    "must be in {}..={}, got {width}",
+                    WIDTHS.start(),
+                    WIDTHS.end()
+                ),
             ));
         }
         let w = width as i64;
@@ -274,10 +281,12 @@ where
     }
 
     /// Normalized power iteration `v ← P_even T v / ‖T v‖` from `start` until
-    /// `‖T v − λ v‖/λ ≤ tol` (the solver of the implicit function; never differentiated).
+    /// `‖T v − λ v‖/λ ≤ tol` (the solver of the implicit function; never differentiated);
+    /// `o` is the site tensor at `temperature`.
     fn power<T: Real>(
         &self,
         o: &B::Tensor,
+        temperature: f64,
         start: &HostTensor,
         tol: f64,
         max_iter: usize,
@@ -306,11 +315,17 @@ where
                 / lambda.abs();
             let n = norm(&tv);
             if !(residual.is_finite() && n.is_finite() && n > 0.0) {
+                // Only a single-precision run can be rescued by more range.
+                let remedy = if T::DTYPE.is_double() {
+                    "raise the temperature"
+                } else {
+                    "raise the temperature or use f64"
+                };
                 return Err(Error::invalid(
                     "temperature",
                     format!(
-                        "the Boltzmann weights overflow {} (λ = {lambda:e} after {it} \
-                         iterations): raise the temperature or use f64",
+                        "the Boltzmann weights overflow {} at T = {temperature} (λ = \
+                         {lambda:e} after {it} iterations): {remedy}",
                         T::DTYPE
                     ),
                 ));
@@ -369,14 +384,14 @@ where
         let max_iter = 200_000;
         let solve = |x: &[HostTensor], start: &HostTensor| {
             let o = self.up(x[0].clone())?;
-            let (v, stats) = self.power::<T>(&o, start, tol, max_iter)?;
+            let (v, stats) = self.power::<T>(&o, temperature, start, tol, max_iter)?;
             Ok((v, stats))
         };
         let mut conditions = NetworkConditions::new(self.be.clone());
-        let mut slots = vec![Operand::Input(0); w];
-        slots.push(Operand::Unknown);
+        let mut slots = vec![TermOperand::Input(0); w];
+        slots.push(TermOperand::Unknown);
         conditions = conditions.term(1.0, self.tv.clone(), &slots)?;
-        slots.extend([Operand::Unknown, Operand::Unknown]);
+        slots.extend([TermOperand::Unknown, TermOperand::Unknown]);
         conditions = conditions.term(-1.0, self.vtvv.clone(), &slots)?;
         let linear = SolverOptions {
             tolerance: Some(if T::DTYPE == DType::F64 { 1e-12 } else { 1e-5 }),

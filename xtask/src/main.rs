@@ -202,14 +202,25 @@ fn pairs<'a>(
         .collect()
 }
 
-/// `cargo xtask bench [FILTER…]`: runs the criterion benches of the facade (`contract`,
-/// `permute`, `rules`, `networks`; arguments are passed to criterion, e.g. a filter regex),
+/// `cargo xtask bench [FILTER…]`: runs the criterion benches of the package
+/// `adrules-benches` (`benches/`: `contract`, `permute`, `rules`, `networks`; arguments are
+/// passed to criterion, e.g. a filter regex),
 /// then prints markdown tables from criterion's estimates (median time per iteration).
 fn bench(args: &[String]) -> Result<(), String> {
     let mut cmd = cargo();
     cmd.args([
-        "bench", "-p", "adrules", "--bench", "contract", "--bench", "permute", "--bench", "rules",
-        "--bench", "networks", "--",
+        "bench",
+        "-p",
+        "adrules-benches",
+        "--bench",
+        "contract",
+        "--bench",
+        "permute",
+        "--bench",
+        "rules",
+        "--bench",
+        "networks",
+        "--",
     ])
     .args(args);
     run(cmd)?;

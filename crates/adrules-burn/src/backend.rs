@@ -1,122 +1,28 @@
 //! [`BurnBackend`]: the core [`Backend`] trait on burn's float primitives.
 
-use std::fmt;
-
+use adrules_core::backend::check;
 use adrules_core::{
     Backend, Conj, ContractSpec, DType, Dims, DynScalar, Error, HostData, HostTensor, Permutation,
     Result, TraceSpec,
 };
 use burn_backend::tensor::FloatTensor;
-use burn_backend::{
-    Backend as BurnBackendTrait, FloatDType, Shape, Slice, TensorData, TensorMetadata, read_sync,
-};
+use burn_backend::{Backend as Engine, Shape, Slice, TensorData, TensorMetadata, read_sync};
 
-/// Name of this backend in errors.
-pub(crate) const NAME: &str = "burn";
+use crate::convert::*;
+use crate::flex::{self, Kernel};
+use crate::handle::BurnTensor;
 
 /// The dtypes burn stores that the rules accept.
 const DTYPES: [DType; 2] = [DType::F32, DType::F64];
-
-/// A burn float primitive with its logical shape (see the module docs on scalars): the
-/// [`Backend::Tensor`] of [`BurnBackend`]. Cheap to clone (burn handles are reference
-/// counted).
-pub struct BurnTensor<B: BurnBackendTrait> {
-    primitive: FloatTensor<B>,
-    dims: Dims,
-}
-
-impl<B: BurnBackendTrait> Clone for BurnTensor<B> {
-    fn clone(&self) -> Self {
-        BurnTensor {
-            primitive: self.primitive.clone(),
-            dims: self.dims.clone(),
-        }
-    }
-}
-
-impl<B: BurnBackendTrait> fmt::Debug for BurnTensor<B> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BurnTensor")
-            .field("dims", &self.dims)
-            .field("primitive", &self.primitive)
-            .finish()
-    }
-}
-
-/// The primitive shape of logical dims: the dims, or `[1]` for a scalar.
-pub(crate) fn physical(dims: &[usize]) -> Shape {
-    if dims.is_empty() {
-        Shape::new([1])
-    } else {
-        shape_of(dims)
-    }
-}
-
-impl<B: BurnBackendTrait> BurnTensor<B> {
-    /// The primitive with its own shape as logical shape.
-    pub fn new(primitive: FloatTensor<B>) -> Self {
-        let dims = primitive.shape().iter().copied().collect();
-        BurnTensor { primitive, dims }
-    }
-
-    /// The primitive read as a scalar when `scalar` and it has one element (burn's
-    /// shape-`[1]` convention), with its own shape otherwise.
-    pub fn read(primitive: FloatTensor<B>, scalar: bool) -> Self {
-        let shape = primitive.shape();
-        if scalar && shape.num_elements() == 1 && shape.num_dims() <= 1 {
-            BurnTensor {
-                primitive,
-                dims: Dims::new(),
-            }
-        } else {
-            Self::new(primitive)
-        }
-    }
-
-    /// The logical shape.
-    pub fn dims(&self) -> &[usize] {
-        &self.dims
-    }
-
-    /// The primitive.
-    pub fn primitive(&self) -> &FloatTensor<B> {
-        &self.primitive
-    }
-
-    /// The primitive, reshaped to `shape` when it differs (a scalar's `[1]` / `[]`).
-    pub fn into_primitive_shaped(self, shape: &[usize]) -> FloatTensor<B> {
-        if self.primitive.shape().as_slice() == shape {
-            self.primitive
-        } else {
-            B::float_reshape(self.primitive, shape_of(shape))
-        }
-    }
-
-    /// The primitive.
-    pub fn into_primitive(self) -> FloatTensor<B> {
-        self.primitive
-    }
-
-    /// Replaces the primitive (same logical shape).
-    pub(crate) fn set_primitive(&mut self, primitive: FloatTensor<B>) {
-        self.primitive = primitive;
-    }
-
-    /// A primitive of shape `physical(dims)` holding a tensor of logical shape `dims`.
-    pub(crate) fn logical(primitive: FloatTensor<B>, dims: &[usize]) -> Self {
-        BurnTensor {
-            primitive,
-            dims: dims.iter().copied().collect(),
-        }
-    }
-}
 
 /// The shared rules' [`Backend`] on burn backend `B`'s float primitives, on one device.
 ///
 /// `Tensor = BurnTensor<B>`: a burn primitive of any logical rank (including 0), f32 or f64,
 /// on [`device`](Self::device). Every primitive checks the dtype (f32/f64) and the device of
-/// its tensor arguments and returns [`Error::Unsupported`] / [`Error::DeviceMismatch`] naming
-/// the argument; shapes are checked with the index specifications' own checks.
+/// its tensor arguments first and returns [`Error::Unsupported`] / [`Error::DeviceMismatch`]
+/// naming the argument; then the argument checks of the [`Backend`] contract
+/// ([`adrules_core::backend::check`]: shapes, dtype promotion to C's, coefficients cast to
+/// C's dtype).
 ///
 /// # Generic path: burn ops
 /// Every primitive replaces the handle, `c = β·c + α·term` (burn tensors are immutable
@@ -149,80 +55,12 @@ impl<B: BurnBackendTrait> BurnTensor<B> {
 /// its real part by the projecting primitives). burn writes a scalar as a tensor of shape
 /// `[1]` (its autodiff and several backends do not take rank-0 tensors), so a [`BurnTensor`]
 /// pairs a primitive with its logical shape.
-pub struct BurnBackend<B: BurnBackendTrait> {
+#[derive(Clone, Debug)]
+pub struct BurnBackend<B: Engine> {
     device: B::Device,
 }
 
-impl<B: BurnBackendTrait> Clone for BurnBackend<B> {
-    fn clone(&self) -> Self {
-        BurnBackend {
-            device: self.device.clone(),
-        }
-    }
-}
-
-impl<B: BurnBackendTrait> fmt::Debug for BurnBackend<B> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BurnBackend")
-            .field("backend", &B::name(&self.device))
-            .field("device", &self.device)
-            .finish()
-    }
-}
-
-/// Our dtype of a burn dtype, when the rules support it.
-pub(crate) fn dtype_of(d: burn_backend::DType) -> Option<DType> {
-    match d {
-        burn_backend::DType::F32 => Some(DType::F32),
-        burn_backend::DType::F64 => Some(DType::F64),
-        _ => None,
-    }
-}
-
-/// burn's float dtype of ours (f32 or f64; callers have rejected complex dtypes).
-fn float_dtype(d: DType) -> FloatDType {
-    if d.is_double() {
-        FloatDType::F64
-    } else {
-        FloatDType::F32
-    }
-}
-
-/// An engine error as ours.
-pub(crate) fn engine_error(e: impl fmt::Display) -> Error {
-    Error::Backend {
-        backend: NAME.into(),
-        message: e.to_string(),
-    }
-}
-
-fn unsupported(what: impl Into<String>) -> Error {
-    Error::Unsupported {
-        backend: NAME.into(),
-        what: what.into(),
-    }
-}
-
-/// Checks that a burn dtype is f32 or f64 (argument `arg`).
-pub(crate) fn check_dtype(arg: &str, d: burn_backend::DType) -> Result<DType> {
-    dtype_of(d).ok_or_else(|| {
-        unsupported(format!(
-            "dtype {} for `{arg}` (the rules run on f32 and f64)",
-            d.name()
-        ))
-    })
-}
-
-fn shape_of(dims: &[usize]) -> Shape {
-    Shape::from(dims.to_vec())
-}
-
-/// The real coefficient of a strict primitive, cast to the output dtype.
-fn coefficient(x: DynScalar, dtype: DType, arg: &str) -> Result<f64> {
-    Ok(x.cast(dtype, arg)?.re())
-}
-
-impl<B: BurnBackendTrait> BurnBackend<B> {
+impl<B: Engine> BurnBackend<B> {
     /// The backend on `device`.
     pub fn new(device: B::Device) -> Self {
         BurnBackend { device }
@@ -233,46 +71,36 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
         &self.device
     }
 
-    /// Checks dtype (f32/f64) and device of a primitive argument `arg`.
-    pub(crate) fn check_primitive(&self, arg: &str, t: &FloatTensor<B>) -> Result<DType> {
-        let dtype = check_dtype(arg, t.dtype())?;
-        let device = t.device();
+    /// Checks dtype (f32/f64) and device of a tensor argument `arg`.
+    pub(crate) fn check(&self, arg: &str, t: &BurnTensor<B>) -> Result<DType> {
+        let dtype = check_dtype(arg, t.primitive.dtype())?;
+        let device = t.primitive.device();
         if device != self.device {
+            let expected = format!("{:?}", self.device);
+            let actual = format!("{device:?}");
             return Err(Error::DeviceMismatch {
                 arg: arg.into(),
-                expected: format!("{:?}", self.device),
-                actual: format!("{device:?}"),
+                expected,
+                actual,
             });
         }
         Ok(dtype)
     }
 
-    /// Checks dtype (f32/f64) and device of a tensor argument `arg`.
-    pub(crate) fn check(&self, arg: &str, t: &BurnTensor<B>) -> Result<DType> {
-        self.check_primitive(arg, &t.primitive)
-    }
-
-    /// Checks that `input` (of argument `arg`) promotes losslessly to `output`.
-    fn check_promotes(arg: &str, input: DType, output: DType) -> Result<()> {
-        if input.promotes_to(output) {
-            Ok(())
-        } else {
-            Err(Error::DTypeMismatch {
-                arg: arg.into(),
-                expected: format!("a dtype that promotes to {output}"),
-                actual: input,
-            })
-        }
+    /// The burn-specific checks, run before the contract's ([`check`]): every argument is
+    /// f32 or f64 and on this backend's device. Returns the first argument's dtype.
+    fn supported(&self, args: &[(&str, &BurnTensor<B>)]) -> Result<DType> {
+        let dtypes: Result<Vec<DType>> = args.iter().map(|(arg, t)| self.check(arg, t)).collect();
+        Ok(dtypes?.first().copied().unwrap_or(DType::F32))
     }
 
     /// The primitive of `t` in dtype `to` (no-op when it already is).
     fn cast(t: &BurnTensor<B>, to: DType) -> FloatTensor<B> {
-        let p = t.primitive.clone();
-        if dtype_of(p.dtype()) == Some(to) {
-            p
-        } else {
-            B::float_cast(p, float_dtype(to))
-        }
+        let (p, same) = (
+            t.primitive.clone(),
+            dtype_of(t.primitive.dtype()) == Some(to),
+        );
+        unless(same, p, |p| B::float_cast(p, float_dtype(to)))
     }
 
     /// `t` in dtype `to` (the same handle when it already is).
@@ -282,29 +110,18 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
 
     /// `t` permuted by `axes` (no-op for the identity, including on scalars).
     fn permute(t: FloatTensor<B>, axes: &[usize]) -> FloatTensor<B> {
-        if axes.iter().enumerate().all(|(m, &p)| m == p) {
-            t
-        } else {
-            B::float_permute(t, axes)
-        }
+        let identity = axes.iter().enumerate().all(|(m, &p)| m == p);
+        unless(identity, t, |t| B::float_permute(t, axes))
     }
 
     /// `t` reshaped to the primitive shape of logical `dims`.
     fn reshape(t: FloatTensor<B>, dims: &[usize]) -> FloatTensor<B> {
         let shape = physical(dims);
-        if t.shape() == shape {
-            t
-        } else {
-            B::float_reshape(t, shape)
-        }
+        unless(t.shape() == shape, t, |t| B::float_reshape(t, shape))
     }
 
     fn scaled(t: FloatTensor<B>, s: f64) -> FloatTensor<B> {
-        if s == 1.0 {
-            t
-        } else {
-            B::float_mul_scalar(t, s.into())
-        }
+        unless(s == 1.0, t, |t| B::float_mul_scalar(t, s.into()))
     }
 
     /// Zeros of logical shape `dims`: one zero broadcast to the shape (burn's `expand`), so
@@ -312,54 +129,22 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
     /// burn's ops read it like any tensor and never write into a broadcast in place.
     pub(crate) fn broadcast_zeros(&self, dims: &[usize], dtype: DType) -> BurnTensor<B> {
         let shape = physical(dims);
-        let one = B::float_zeros(
-            Shape::from(vec![1; shape.num_dims()]),
-            &self.device,
-            float_dtype(dtype),
-        );
+        let ones = Shape::from(vec![1; shape.num_dims()]);
+        let one = B::float_zeros(ones, &self.device, float_dtype(dtype));
         BurnTensor::logical(B::float_expand(one, shape), dims)
     }
 
     /// `c ← β·c + α·term` with `β = 0` a strong zero (C not read); `term` has C's primitive
     /// shape and dtype, α and β are already real numbers.
     fn update(c: &mut BurnTensor<B>, term: FloatTensor<B>, alpha: f64, beta: f64) {
-        let term = Self::scaled(term, alpha);
-        c.primitive = if beta == 0.0 {
-            term
-        } else {
-            B::float_add(Self::scaled(c.primitive.clone(), beta), term)
-        };
-    }
-
-    /// Checks C, A and the coefficients of a strict primitive; returns C's dtype and the real
-    /// α and β.
-    fn strict(
-        &self,
-        c: &BurnTensor<B>,
-        a: &BurnTensor<B>,
-        alpha: DynScalar,
-        beta: DynScalar,
-    ) -> Result<(DType, f64, f64)> {
-        let dc = self.check("c", c)?;
-        let da = self.check("a", a)?;
-        Self::check_promotes("a", da, dc)?;
-        Ok((
-            dc,
-            coefficient(alpha, dc, "alpha")?,
-            coefficient(beta, dc, "beta")?,
-        ))
+        let add = |t| B::float_add(Self::scaled(c.primitive.clone(), beta), t);
+        c.primitive = unless(beta == 0.0, Self::scaled(term, alpha), add);
     }
 
     /// Axes `(p…, q1…, q2…)` of a trace, the kept dimensions and the product `Q` of the
     /// traced ones.
     fn trace_layout(spec: &TraceSpec, dims: &[usize]) -> (Vec<usize>, Vec<usize>, usize) {
-        let order: Vec<usize> = spec
-            .p()
-            .iter()
-            .chain(spec.q1())
-            .chain(spec.q2())
-            .copied()
-            .collect();
+        let order = [spec.p(), spec.q1(), spec.q2()].concat();
         let kept = spec.p().iter().map(|&i| dims[i]).collect();
         let q = spec.q1().iter().map(|&i| dims[i]).product();
         (order, kept, q)
@@ -379,48 +164,30 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
         if q == 0 || kept.contains(&0) {
             return self.broadcast_zeros(&kept, to).primitive;
         }
-        let mut flat = kept.clone();
-        flat.push(q * q);
+        let flat = [kept.as_slice(), &[q * q]].concat();
         let t = B::float_reshape(Self::permute(Self::cast(a, to), &order), shape_of(&flat));
         let t = B::float_slice(t, &Self::diagonal_slices(kept.len(), q));
         Self::reshape(B::float_sum_dim(t, kept.len()), &kept)
     }
 
-    /// `P_{pAB}(A·B)` in dtype `to` (shapes already checked), by TTGT.
-    fn contract_term(
-        &self,
-        a: &BurnTensor<B>,
-        b: &BurnTensor<B>,
-        spec: &ContractSpec,
-        to: DType,
-    ) -> FloatTensor<B> {
-        let (da, db) = (&a.dims, &b.dims);
+    /// `P_{pAB}(A·B)` by TTGT (transpose, transpose, GEMM, transpose) for A and B of one
+    /// dtype (shapes already checked).
+    fn ttgt(&self, a: &BurnTensor<B>, b: &BurnTensor<B>, spec: &ContractSpec) -> FloatTensor<B> {
+        let (da, db, to) = (&a.dims, &b.dims, self.dtype(a));
         let open_a: Vec<usize> = spec.open_a().iter().map(|&i| da[i]).collect();
         let open_b: Vec<usize> = spec.open_b().iter().map(|&i| db[i]).collect();
-        let m: usize = open_a.iter().product();
-        let n: usize = open_b.iter().product();
+        let inter = [open_a.as_slice(), &open_b].concat();
+        let (m, n): (usize, usize) = (open_a.iter().product(), open_b.iter().product());
         let k: usize = spec.contr_a().iter().map(|&i| da[i]).product();
         if m == 0 || n == 0 || k == 0 {
             // An empty result or an empty sum (some backends' matmul rejects empty matrices).
-            let inter: Vec<usize> = open_a.iter().chain(&open_b).copied().collect();
             let dims = spec.perm_ab().apply(&inter);
             return self.broadcast_zeros(&dims, to).primitive;
         }
-        let pa: Vec<usize> = spec
-            .open_a()
-            .iter()
-            .chain(spec.contr_a())
-            .copied()
-            .collect();
-        let pb: Vec<usize> = spec
-            .contr_b()
-            .iter()
-            .chain(spec.open_b())
-            .copied()
-            .collect();
+        let pa = [spec.open_a(), spec.contr_a()].concat();
+        let pb = [spec.contr_b(), spec.open_b()].concat();
         let am = B::float_reshape(Self::permute(Self::cast(a, to), &pa), Shape::new([m, k]));
         let bm = B::float_reshape(Self::permute(Self::cast(b, to), &pb), Shape::new([k, n]));
-        let inter: Vec<usize> = open_a.iter().chain(&open_b).copied().collect();
         let cm = Self::reshape(B::float_matmul(am, bm), &inter);
         Self::permute(cm, spec.perm_ab().as_slice())
     }
@@ -431,16 +198,13 @@ impl<B: BurnBackendTrait> BurnBackend<B> {
 
     /// The one value of a one-element primitive, in `dtype`.
     fn read_value(&self, t: FloatTensor<B>, dtype: DType) -> Result<DynScalar> {
-        let data = self.read(t)?;
-        let value = data
-            .iter::<f64>()
-            .next()
-            .ok_or_else(|| engine_error("a one-element tensor read back without an element"))?;
+        let value = self.read(t)?.iter::<f64>().next();
+        let value = value.ok_or_else(|| engine_error("an empty one-element tensor"))?;
         Ok(DynScalar::from_c64(value.into(), dtype))
     }
 }
 
-impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
+impl<B: Engine> Backend for BurnBackend<B> {
     type Tensor = BurnTensor<B>;
 
     fn name(&self) -> &'static str {
@@ -486,10 +250,8 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
             HostData::F64(v) => TensorData::new(v, physical(&dims)),
             other => return Err(unsupported(format!("{} tensors", other.dtype()))),
         };
-        Ok(BurnTensor::logical(
-            B::float_from_data(data, &self.device),
-            &dims,
-        ))
+        let t = B::float_from_data(data, &self.device);
+        Ok(BurnTensor::logical(t, &dims))
     }
 
     fn add(
@@ -501,14 +263,10 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
-        let (dc, alpha, beta) = self.strict(c, a, alpha, beta)?;
-        p.check_add(&a.dims, &c.dims)?;
-        Self::update(
-            c,
-            Self::permute(Self::cast(a, dc), p.as_slice()),
-            alpha,
-            beta,
-        );
+        let dc = self.supported(&[("c", c), ("a", a)])?;
+        let k = check::add(self, c, a, p, alpha, beta)?;
+        let term = Self::permute(Self::cast(a, dc), p.as_slice());
+        Self::update(c, term, k.alpha.re(), k.beta.re());
         Ok(())
     }
 
@@ -521,13 +279,12 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
-        let dc = self.check("c", c)?;
-        self.check("a", a)?;
-        let beta = coefficient(beta, dc, "beta")?;
-        p.check_add(&a.dims, &c.dims)?;
+        let dc = self.supported(&[("c", c), ("a", a)])?;
+        let beta = check::add_projected(self, c, a, p, beta)?.re();
         // Real data: the real part of α·P(A) is Re(α)·P(A), rounded to C's precision.
         let alpha = alpha.re();
-        if !crate::flex::add(c, &Self::in_dtype(a, dc), p, alpha, beta, dc)? {
+        let ac = Self::in_dtype(a, dc);
+        if !flex::run(c, &[&ac], Kernel::Add(p), alpha, beta, dc)? {
             let term = Self::permute(Self::cast(a, dc), p.as_slice());
             Self::update(c, term, alpha, beta);
         }
@@ -543,9 +300,11 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
-        let (dc, alpha, beta) = self.strict(c, a, alpha, beta)?;
-        spec.check(&a.dims, &c.dims)?;
-        if !crate::flex::trace(c, &Self::in_dtype(a, dc), spec, alpha, beta, dc)? {
+        let dc = self.supported(&[("c", c), ("a", a)])?;
+        let k = check::trace(self, c, a, spec, alpha, beta)?;
+        let (alpha, beta) = (k.alpha.re(), k.beta.re());
+        let ac = Self::in_dtype(a, dc);
+        if !flex::run(c, &[&ac], Kernel::Trace(spec), alpha, beta, dc)? {
             let term = self.trace_term(a, spec, dc);
             Self::update(c, term, alpha, beta);
         }
@@ -560,9 +319,8 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
         _conj: Conj,
         alpha: DynScalar,
     ) -> Result<()> {
-        let da = self.check("a", a)?;
-        self.check("c", c)?;
-        spec.check(&a.dims, &c.dims)?;
+        let da = self.supported(&[("a", a), ("c", c)])?;
+        check::add_to_diagonal(self, a, c, spec)?;
         let (order, kept, q) = Self::trace_layout(spec, &a.dims);
         if q == 0 || kept.contains(&0) {
             return Ok(());
@@ -570,19 +328,14 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
         // Real data: proj(α·C) = Re(α)·C rounded to A's precision, written on the diagonal
         // of zeros of A's shape in the order (p…, q1…, q2…), then permuted back.
         let values = Self::scaled(Self::cast(c, da), alpha.re());
-        let (mut column, mut band, mut flat) = (kept.clone(), kept.clone(), kept.clone());
-        column.push(1);
-        band.push(q);
-        flat.push(q * q);
-        let values = B::float_expand(B::float_reshape(values, shape_of(&column)), shape_of(&band));
-        let zeros = B::float_zeros(shape_of(&flat), &self.device, float_dtype(da));
+        let with = |last: usize| shape_of(&[kept.as_slice(), &[last]].concat());
+        let values = B::float_expand(B::float_reshape(values, with(1)), with(q));
+        let zeros = B::float_zeros(with(q * q), &self.device, float_dtype(da));
         let full = B::float_slice_assign(zeros, &Self::diagonal_slices(kept.len(), q), values);
         let ordered: Vec<usize> = order.iter().map(|&i| a.dims[i]).collect();
         let inverse = Permutation::named("trace spec (p, q1, q2)", &order)?.inverse();
-        let full = Self::permute(
-            B::float_reshape(full, shape_of(&ordered)),
-            inverse.as_slice(),
-        );
+        let full = B::float_reshape(full, shape_of(&ordered));
+        let full = Self::permute(full, inverse.as_slice());
         a.primitive = B::float_add(a.primitive.clone(), full);
         Ok(())
     }
@@ -598,24 +351,19 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
-        let (dc, alpha, beta) = self.strict(c, a, alpha, beta)?;
-        let db = self.check("b", b)?;
-        Self::check_promotes("b", db, dc)?;
-        spec.check(&a.dims, &b.dims, &c.dims)?;
+        let dc = self.supported(&[("c", c), ("a", a), ("b", b)])?;
+        let k = check::contract(self, c, a, b, spec, alpha, beta)?;
+        let (alpha, beta) = (k.alpha.re(), k.beta.re());
         let (ac, bc) = (Self::in_dtype(a, dc), Self::in_dtype(b, dc));
-        if !crate::flex::contract(c, &ac, &bc, spec, alpha, beta, dc)? {
-            Self::update(c, self.contract_term(&ac, &bc, spec, dc), alpha, beta);
+        if !flex::run(c, &[&ac, &bc], Kernel::Contract(spec), alpha, beta, dc)? {
+            Self::update(c, self.ttgt(&ac, &bc, spec), alpha, beta);
         }
         Ok(())
     }
 
     fn inner(&self, x: &Self::Tensor, y: &Self::Tensor) -> Result<DynScalar> {
-        let dx = self.check("x", x)?;
-        let dy = self.check("y", y)?;
-        if x.dims != y.dims {
-            return Err(Error::shape("y", &x.dims, &y.dims));
-        }
-        let dtype = dx.join(dy);
+        self.supported(&[("x", x), ("y", y)])?;
+        let dtype = check::inner(self, x, y)?;
         if x.dims.contains(&0) {
             return Ok(DynScalar::zero(dtype));
         }
@@ -624,8 +372,8 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
     }
 
     fn scale(&self, t: &mut Self::Tensor, s: DynScalar) -> Result<()> {
-        let dt = self.check("t", t)?;
-        let s = coefficient(s, dt, "s")?;
+        let dt = self.supported(&[("t", t)])?;
+        let s = s.cast(dt, "s")?.re();
         t.primitive = if s == 0.0 {
             self.broadcast_zeros(&t.dims, dt).primitive
         } else {
@@ -635,10 +383,147 @@ impl<B: BurnBackendTrait> Backend for BurnBackend<B> {
     }
 
     fn scalar(&self, t: &Self::Tensor) -> Result<DynScalar> {
-        let dtype = self.check("tensor", t)?;
-        if !t.dims.is_empty() {
-            return Err(Error::rank("tensor", 0, t.dims.len()));
-        }
+        self.supported(&[("tensor", t)])?;
+        let dtype = check::scalar(self, t)?;
         self.read_value(t.primitive.clone(), dtype)
+    }
+}
+
+#[cfg(test)]
+mod flex_tests {
+    //! The Flex fast path ([`flex::run`]) as the backend calls it.
+    use adrules_core::HostTensor;
+    use adrules_testing::{ReferenceBackend, Rng, Tolerance, Value};
+    use burn_backend::ops::FloatTensorOps;
+    use burn_flex::Flex;
+    #[allow(deprecated)]
+    use burn_ndarray::NdArray;
+
+    use super::*;
+
+    fn flex(h: &HostTensor) -> BurnTensor<Flex> {
+        BurnBackend::<Flex>::new(Default::default())
+            .from_host(h.clone())
+            .unwrap()
+    }
+
+    #[test]
+    fn only_flex_takes_the_fast_path() {
+        let mut rng = Rng::seed(1);
+        let spec = ContractSpec::from_labels("ij", "jk", "ik").unwrap();
+        let (a, b) = (
+            rng.tensor(&[2, 3], DType::F64),
+            rng.tensor(&[3, 4], DType::F64),
+        );
+        let fb = BurnBackend::<Flex>::new(Default::default());
+        let mut c = fb.zeros(&[2, 4], DType::F64).unwrap();
+        assert!(
+            flex::run(
+                &mut c,
+                &[&flex(&a), &flex(&b)],
+                Kernel::Contract(&spec),
+                1.0,
+                0.0,
+                DType::F64
+            )
+            .unwrap()
+        );
+        #[allow(deprecated)]
+        let nb = BurnBackend::<NdArray>::new(Default::default());
+        let mut c = nb.zeros(&[2, 4], DType::F64).unwrap();
+        let (a, b) = (nb.from_host(a).unwrap(), nb.from_host(b).unwrap());
+        assert!(
+            !flex::run(
+                &mut c,
+                &[&a, &b],
+                Kernel::Contract(&spec),
+                1.0,
+                0.0,
+                DType::F64
+            )
+            .unwrap()
+        );
+    }
+
+    #[test]
+    fn strided_and_broadcast_operands_are_read_in_place() {
+        let mut rng = Rng::seed(2);
+        let spec = ContractSpec::from_labels("ijk", "kjl", "li").unwrap();
+        let ha = rng.tensor(&[4, 3, 2], DType::F64); // stored as (k, j, i), read permuted
+        let a = Flex::float_permute(flex(&ha).into_primitive(), &[2, 1, 0]);
+        assert!(!a.is_contiguous(), "a transposed view, not a copy");
+        let b = Flex::float_expand(
+            flex(&rng.tensor(&[1, 3, 5], DType::F64)).into_primitive(),
+            Shape::new([4, 3, 5]),
+        );
+        let (a, b) = (BurnTensor::new(a), BurnTensor::new(b));
+        let fb = BurnBackend::<Flex>::new(Default::default());
+        let mut c = fb.zeros(&[5, 2], DType::F64).unwrap();
+        assert!(
+            flex::run(
+                &mut c,
+                &[&a, &b],
+                Kernel::Contract(&spec),
+                2.0,
+                0.0,
+                DType::F64
+            )
+            .unwrap()
+        );
+
+        let r = ReferenceBackend;
+        let (ra, rb) = (
+            r.from_host(fb.to_host(&a).unwrap()).unwrap(),
+            r.from_host(fb.to_host(&b).unwrap()).unwrap(),
+        );
+        let mut rc = r.zeros(&[5, 2], DType::F64).unwrap();
+        r.contract(
+            &mut rc,
+            &ra,
+            &rb,
+            &spec,
+            Conj::No,
+            Conj::No,
+            2.0.into(),
+            0.0.into(),
+        )
+        .unwrap();
+        Tolerance::for_dtype(DType::F64)
+            .check(
+                &Value::Tensor(fb.to_host(&c).unwrap()),
+                &Value::Tensor((*rc).clone()),
+                "contraction of a transposed and a broadcast operand",
+            )
+            .unwrap();
+    }
+
+    #[test]
+    fn an_update_in_place_never_changes_another_handle() {
+        let mut rng = Rng::seed(3);
+        let (ha, hc) = (
+            rng.tensor(&[3, 2], DType::F32),
+            rng.tensor(&[2, 3], DType::F32),
+        );
+        let fb = BurnBackend::<Flex>::new(Default::default());
+        let mut c = flex(&hc);
+        let kept = c.clone();
+        let p = Permutation::new(&[1, 0]).unwrap();
+        assert!(flex::run(&mut c, &[&flex(&ha)], Kernel::Add(&p), 1.0, 1.0, DType::F32).unwrap());
+        assert_eq!(
+            fb.to_host(&kept).unwrap(),
+            hc,
+            "the other handle is unchanged"
+        );
+        let got = fb.to_host(&c).unwrap();
+        let (a, c0, g) = (
+            ha.as_slice::<f32>().unwrap(),
+            hc.as_slice::<f32>().unwrap(),
+            got.as_slice::<f32>().unwrap(),
+        );
+        for i in 0..2 {
+            for j in 0..3 {
+                assert_eq!(g[i * 3 + j], c0[i * 3 + j] + a[j * 2 + i]);
+            }
+        }
     }
 }

@@ -1,21 +1,20 @@
 //! Implicit functions whose conditions are written with burn tensors ([`Implicit`]).
 
-use std::any::Any;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use adrules_core::implicit::{
-    Conditions, ImplicitFunction, ImplicitScalar, LinearMaps, Point, SolverOptions,
+    ConditionsVjp, ImplicitFunction, ImplicitScalar, Point, SolverOptions, VjpMaps,
 };
 use adrules_core::{Backend as _, DType, Error, HostTensor, Result};
-use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, Element, TensorData, TensorMetadata};
-use burn_flex::{Flex, FlexTensor};
+use burn_flex::Flex;
 use burn_tensor::{Device, Tensor};
-use faer::{Mat, MatRef};
 
-use crate::backend::{BurnBackend, BurnTensor, engine_error};
-use crate::node::Rule;
+use crate::convert::{check_dtype, engine_error, unsupported};
+use crate::flex;
+use crate::handle::BurnTensor;
+use crate::node::{At, Cotangents, Rule};
 use crate::tensor::{Operand, run};
 
 /// The solver: `y` (flattened) from the inputs (flattened, on the plain Flex device).
@@ -29,22 +28,19 @@ type ConditionsFn = dyn Fn(&[Tensor<1>], &Tensor<1>) -> Tensor<1> + Send + Sync;
 /// solve `Aᴴ·u = −ȳ`, then `x̄ = Bᴴ·u`, with `A = ∂c/∂y` and `B = ∂c/∂x` at the solution.
 /// The solver is never differentiated.
 ///
-/// # The linear maps from burn's autodiff ([`LinearMaps`])
-/// - `Aᴴ·u` and `Bᴴ·u` are vector–Jacobian products: one burn backward pass of
-///   `⟨c(x, y), u⟩` with `y` (respectively the `x`) as leaves gives `∂⟨c, u⟩/∂y = Aᵀ·u`
-///   (`∂/∂x = Bᵀ·u`); the data are real, so `ᴴ = ᵀ`.
-/// - `A·v` and `B·v` are Jacobian–vector products, which burn cannot compute directly: it
-///   has no forward mode, and the transpose trick (differentiate the VJP `u ↦ Aᵀ·u`, linear
-///   in `u`, once more to get its transpose `v ↦ A·v`) needs a backward pass through the
-///   backward pass, which burn does not record (its backward steps run on the inner
-///   backend: no double backward). They come instead from the dense Jacobians, assembled
-///   exactly from `m` VJPs with the unit cotangents `e_i` (row `i` of `A` and of `B` from
-///   one backward pass), built once on first use and cached.
+/// # The linear maps from burn's autodiff
+/// The adapter supplies the values of `c` and one vector–Jacobian product
+/// ([`ConditionsVjp`]): one burn backward pass of `⟨c(x, y), u⟩` with `y` (and, when asked,
+/// the `x`) as leaves gives `∂⟨c, u⟩/∂y = Aᵀ·u` and `∂/∂x = Bᵀ·u` (the data are real, so
+/// `ᴴ = ᵀ`). The core's [`VjpMaps`] makes the four linear maps of it: `Aᴴ·u` and `Bᴴ·u` one
+/// backward pass per vector; `A·v` and `B·v` (burn has no forward mode and no double
+/// backward) from the dense Jacobians assembled from `m` unit VJPs, only when a dense solver
+/// needs `A`.
 ///
 /// The implicit *pullback* needs only `Aᴴ` and `Bᴴ`: with a matrix-free solver (GMRES, CG)
-/// each iteration is one backward pass of `c`. Under [`Method::Auto`] the core factorizes a
-/// dense `A` when `m ≤` [`AUTO_DENSE_LIMIT`] (200), built through `A·v`, i.e. from the `m`
-/// VJPs above; for larger `m` it picks GMRES or CG, which never assemble anything.
+/// each iteration is one backward pass of `c`, and no Jacobian is ever assembled. Under
+/// [`Method::Auto`] the core factorizes a dense `A` when `m ≤` [`AUTO_DENSE_LIMIT`] (200),
+/// assembled from `m` VJPs; for larger `m` it picks GMRES or CG.
 ///
 /// # Layout
 /// The closures see every tensor flattened to rank 1, row-major (the flattening order of
@@ -102,94 +98,51 @@ impl Implicit {
     /// Before anything is recorded: those of the routing (see [`crate::apply`]), a dtype
     /// other than the inputs' common f32/f64 or a non-rank-1 `y` from the solver
     /// ([`Error::DTypeMismatch`], [`Error::RankMismatch`]), and whatever the solver reports.
-    /// In backward (see [`crate::take_backward_errors`]): the conditions returning a wrong
-    /// number of values, and the linear solver's failures.
+    /// In backward (see [`crate::try_backward`] and [`crate::take_backward_errors`]): the
+    /// conditions returning a wrong number of values, and the linear solver's failures.
     pub fn apply<const N: usize>(&self, x: [Operand; N]) -> Result<Tensor<1>> {
         run(self.clone(), x)
     }
 }
 
-/// The common dtype of the inputs.
-fn common_dtype<B: Backend>(be: &BurnBackend<B>, x: &[BurnTensor<B>]) -> Result<DType> {
-    let mut dtype = None;
-    for (i, t) in x.iter().enumerate() {
-        let d = be.check(&format!("x[{i}]"), t)?;
-        match dtype {
-            None => dtype = Some(d),
-            Some(e) if e != d => {
-                return Err(Error::DTypeMismatch {
-                    arg: format!("x[{i}]"),
-                    expected: e.to_string(),
-                    actual: d,
-                });
-            }
-            _ => {}
-        }
-    }
-    dtype.ok_or_else(|| Error::CountMismatch {
-        arg: "x".into(),
-        expected: 1,
-        actual: 0,
-    })
+/// Checks that argument `arg` has the dtype `want` of the first input.
+fn same_dtype(arg: String, actual: DType, want: DType) -> Result<()> {
+    let expected = format!("{want}, the dtype of x[0]");
+    let e = Error::DTypeMismatch {
+        arg,
+        expected,
+        actual,
+    };
+    if actual == want { Ok(()) } else { Err(e) }
 }
 
-/// A primitive of `B` as a flattened Flex tensor (`B` must be Flex).
-fn flat_flex<B: Backend>(t: &FloatTensor<B>) -> Result<Tensor<1>> {
-    let flex = (t as &dyn Any)
-        .downcast_ref::<FlexTensor>()
-        .ok_or_else(|| Error::Unsupported {
-            backend: crate::backend::NAME.into(),
-            what: format!(
-                "implicit functions on {}: their closures take Flex tensors",
-                B::name(&t.device())
-            ),
-        })?;
+/// A tensor of `B` as a flattened Flex tensor (`B` must be Flex).
+fn flat_flex<B: Backend>(t: &BurnTensor<B>) -> Result<Tensor<1>> {
+    let backend = B::name(&t.primitive().device());
+    let why = format!("implicit functions on {backend}: their closures take Flex tensors");
+    let flex = flex::as_flex(t).ok_or_else(|| unsupported(why))?;
     let n = flex.layout().num_elements();
-    Ok(Tensor::<1>::from_primitive::<Flex>(
-        flex.reshape([n].into()),
-    ))
+    let flat = flex.reshape([n].into());
+    Ok(Tensor::<1>::from_primitive::<Flex>(flat))
 }
 
 impl Rule for Implicit {
     /// the solution `y`
     type Saved<B: Backend> = BurnTensor<B>;
 
-    fn scalar_input(&self, _i: usize) -> bool {
-        false
-    }
-
-    fn primal<B: Backend>(
-        &self,
-        be: &BurnBackend<B>,
-        x: &[BurnTensor<B>],
-        _active: &[bool],
-    ) -> Result<(BurnTensor<B>, BurnTensor<B>)> {
-        let dtype = common_dtype(be, x)?;
-        let xs = x
-            .iter()
-            .map(|t| flat_flex::<B>(t.primitive()))
-            .collect::<Result<Vec<_>>>()?;
-        let y = (self.solver)(&xs)?;
-        let y_dtype = crate::backend::check_dtype("y (solver output)", y.dtype())?;
-        if y_dtype != dtype {
-            return Err(Error::DTypeMismatch {
-                arg: "y (solver output)".into(),
-                expected: dtype.to_string(),
-                actual: y_dtype,
-            });
+    fn primal<B: Backend>(&self, at: &At<'_, B>) -> Result<(BurnTensor<B>, BurnTensor<B>)> {
+        let why = "an implicit function needs at least one input";
+        let first = at.x.first().ok_or_else(|| Error::invalid("x", why))?;
+        let dtype = at.be.dtype(first);
+        for (i, t) in at.x.iter().enumerate() {
+            same_dtype(format!("x[{i}]"), at.be.dtype(t), dtype)?;
         }
-        let y = y
-            .try_into_primitive::<Flex>()
-            .map_err(|e| engine_error(format!("{e:?}")))?;
-        let y = (Box::new(y) as Box<dyn Any>)
-            .downcast::<FloatTensor<B>>()
-            .map_err(|_| engine_error("a Flex solution on a non-Flex backend"))?;
-        let y = BurnTensor::new(*y);
-        Ok((y.clone(), y))
-    }
-
-    fn memory_bound(&self) -> bool {
-        false
+        let y = (self.solver)(&at.x.iter().map(flat_flex).collect::<Result<Vec<_>>>()?)?;
+        let arg = "y (solver output)";
+        same_dtype(arg.into(), check_dtype(arg, y.dtype())?, dtype)?;
+        let y = y.try_into_primitive::<Flex>();
+        let y = flex::into_primitive::<B>(y.map_err(|e| engine_error(format!("{e:?}")))?)?;
+        Ok((BurnTensor::new(y.clone()), BurnTensor::new(y)))
     }
 
     fn keeps(&self, active: &[bool]) -> Vec<bool> {
@@ -198,228 +151,135 @@ impl Rule for Implicit {
 
     fn pullback<B: Backend>(
         &self,
-        be: &BurnBackend<B>,
-        x: &[BurnTensor<B>],
+        at: &At<'_, B>,
         y: &BurnTensor<B>,
-        active: &[bool],
         c_bar: &BurnTensor<B>,
-    ) -> Result<Vec<Option<BurnTensor<B>>>> {
-        let host = |t: &BurnTensor<B>| be.to_host(t);
-        let x = x.iter().map(host).collect::<Result<Vec<_>>>()?;
+    ) -> Cotangents<B> {
+        let host = |t: &BurnTensor<B>| at.be.to_host(t);
+        let x = at.x.iter().map(host).collect::<Result<Vec<_>>>()?;
         let (y, y_bar) = (host(y)?, host(c_bar)?);
         let x_bar = if y.dtype().is_double() {
             self.vjp::<f64>(&x, y, &y_bar)?
         } else {
             self.vjp::<f32>(&x, y, &y_bar)?
         };
-        x_bar
-            .into_iter()
-            .zip(active)
-            .map(|(g, &on)| on.then(|| be.from_host(g)).transpose())
-            .collect()
+        let back = |(g, &on): (HostTensor, &bool)| on.then(|| at.be.from_host(g)).transpose();
+        x_bar.into_iter().zip(at.active).map(back).collect()
     }
 }
 
 impl Implicit {
-    /// `x̄ = Jᴴ·ȳ` at the solution `y` by the core's implicit pullback.
+    /// `x̄ = Jᴴ·ȳ` at the solution `y` by the core's implicit pullback, the conditions
+    /// linearized at `(x, y)` as [`VjpMaps`] of [`BurnPoint`].
     fn vjp<T: ImplicitScalar + Element>(
         &self,
         x: &[HostTensor],
         y: HostTensor,
         y_bar: &HostTensor,
     ) -> Result<Vec<HostTensor>> {
-        let conditions = BurnConditions(Arc::clone(&self.conditions));
-        let at_solution = move |_: &[HostTensor], _: &()| Ok((y.clone(), ()));
-        let f = ImplicitFunction::<T, (), (), _, _>::new(at_solution, conditions)
-            .with_linear_solver(self.options.clone());
-        let (_, _, lin) = f.vjp(x, &())?;
-        lin.vjp(y_bar)
+        let conditions = Arc::clone(&self.conditions);
+        let linearize = move |at: &Point<'_, (), ()>| -> Result<VjpMaps<T, BurnPoint<T>>> {
+            let point = BurnPoint::new(Arc::clone(&conditions), at.x, at.y)?;
+            Ok(VjpMaps::new(point))
+        };
+        let f = ImplicitFunction::<T, (), (), _, _>::from_conditions(linearize);
+        let f = f.with_linear_solver(self.options.clone());
+        f.linearize_at(x, y, &(), &())?.vjp(y_bar)
     }
 }
 
-/// The user's conditions as a source of [`LinearMaps`] for the core.
-struct BurnConditions(Arc<ConditionsFn>);
-
-impl<T: ImplicitScalar + Element> Conditions<T, (), ()> for BurnConditions {
-    fn linearize(&self, at: &Point<'_, (), ()>) -> Result<Box<dyn LinearMaps<T>>> {
-        Ok(Box::new(BurnMaps::<T>::new(
-            Arc::clone(&self.0),
-            at.x,
-            at.y,
-        )?))
-    }
-}
-
-/// The dense `A = ∂c/∂y` and `B = ∂c/∂x`.
-type Jacobians<T> = (Mat<T>, Mat<T>);
-
-/// The linear maps of burn-written conditions at one point (see the module docs).
-struct BurnMaps<T: ImplicitScalar> {
-    conditions: Arc<ConditionsFn>,
-    x: Vec<Vec<T>>,
-    y: Vec<T>,
-    device: Device,
+/// burn-written conditions at one point `(x, y)`: their values and one VJP by burn's
+/// backward pass (see [`Implicit`]). `leaves` holds the inputs, then `y`.
+struct BurnPoint<T> {
+    /// the conditions `c(x, y)`
+    c: Arc<ConditionsFn>,
+    leaves: Vec<Vec<T>>,
     /// `c(x, y)` at the point
     values: Vec<T>,
-    /// `(A, B)`, assembled from `m` VJPs on first use
-    dense: OnceLock<Result<Jacobians<T>>>,
 }
 
-/// `v` as a rank-1 tensor on `device`.
-fn tensor<T: Element>(v: &[T], device: &Device) -> Tensor<1> {
-    Tensor::<1>::from_data(TensorData::new(v.to_vec(), [v.len()]), (device, T::dtype()))
+/// `v` as a rank-1 tensor on the autodiff Flex device.
+fn tensor<T: Element>(v: &[T]) -> Tensor<1> {
+    let data = TensorData::new(v.to_vec(), [v.len()]);
+    Tensor::<1>::from_data(data, (&Device::flex().autodiff(), T::dtype()))
 }
 
-fn values<T: Element>(t: Tensor<1>) -> Result<Vec<T>> {
-    t.into_data().try_into_vec::<T>().map_err(engine_error)
-}
-
-impl<T: ImplicitScalar + Element> BurnMaps<T> {
-    fn new(conditions: Arc<ConditionsFn>, x: &[HostTensor], y: &HostTensor) -> Result<Self> {
+impl<T: ImplicitScalar + Element> BurnPoint<T> {
+    fn new(c: Arc<ConditionsFn>, x: &[HostTensor], y: &HostTensor) -> Result<Self> {
         let typed = |t: &HostTensor| t.as_slice::<T>().map(<[T]>::to_vec);
-        let mut maps = BurnMaps {
-            conditions,
-            x: x.iter().map(typed).collect::<Result<_>>()?,
-            y: typed(y)?,
-            device: Device::flex().autodiff(),
-            values: Vec::new(),
-            dense: OnceLock::new(),
-        };
-        let (x, y) = maps.leaves(false, false);
-        maps.values = values(maps.evaluate(&x, &y)?)?;
-        Ok(maps)
+        let leaves = x.iter().chain([y]).map(typed).collect::<Result<_>>()?;
+        let values = Vec::new();
+        let mut point = BurnPoint { c, leaves, values };
+        let c = point.evaluate(&point.leaves(|_| false))?;
+        point.values = c.into_data().try_into_vec::<T>().map_err(engine_error)?;
+        Ok(point)
     }
 
-    /// The point on the autodiff device, `x` and `y` requiring gradients as asked.
-    fn leaves(&self, grad_x: bool, grad_y: bool) -> (Vec<Tensor<1>>, Tensor<1>) {
-        let leaf = |v: &[T], grad: bool| {
-            let t = tensor(v, &self.device);
-            if grad { t.require_grad() } else { t }
+    /// The leaves on the autodiff device, leaf `i` requiring gradients when `grad(i)`.
+    fn leaves(&self, grad: impl Fn(usize) -> bool) -> Vec<Tensor<1>> {
+        let leaf = |(i, v): (usize, &Vec<T>)| {
+            let t = tensor(v);
+            if grad(i) { t.require_grad() } else { t }
         };
-        let x = self.x.iter().map(|v| leaf(v, grad_x)).collect();
-        (x, leaf(&self.y, grad_y))
+        self.leaves.iter().enumerate().map(leaf).collect()
     }
 
-    /// `c(x, y)`, checked to have one value per unknown.
-    fn evaluate(&self, x: &[Tensor<1>], y: &Tensor<1>) -> Result<Tensor<1>> {
-        let c = (self.conditions)(x, y);
-        let m = self.y.len();
+    /// `c(x, y)` of the leaves `[x…, y]`, checked to have one value per unknown.
+    fn evaluate(&self, leaves: &[Tensor<1>]) -> Result<Tensor<1>> {
+        let (y, x) = leaves
+            .split_last()
+            .ok_or_else(|| engine_error("no leaves"))?;
+        let c = (self.c)(x, y);
+        let m = self.num_unknowns();
         if c.dims() != [m] {
             return Err(Error::shape("conditions c(x, y)", &[m], &c.dims()));
         }
         Ok(c)
     }
-
-    /// `(Aᵀ·u, Bᵀ·u)` from one backward pass of `⟨c(x, y), u⟩`, each only when asked
-    /// (otherwise empty). A part of `c` independent of a leaf gives zeros.
-    fn vjp(&self, u: &[T], want_a: bool, want_b: bool) -> Result<(Vec<T>, Vec<T>)> {
-        let (x, y) = self.leaves(want_b, want_a);
-        let c = self.evaluate(&x, &y)?;
-        let grads = (c * tensor(u, &self.device)).sum().backward();
-        let grad = |t: &Tensor<1>, len: usize| match t.grad(&grads) {
-            Some(g) => values(g),
-            None => Ok(vec![T::zero(); len]),
-        };
-        let a = if want_a {
-            grad(&y, self.y.len())?
-        } else {
-            Vec::new()
-        };
-        let mut b = Vec::new();
-        if want_b {
-            for (t, v) in x.iter().zip(&self.x) {
-                b.extend(grad(t, v.len())?);
-            }
-        }
-        Ok((a, b))
-    }
-
-    /// The dense `A` and `B`, row `i` from the VJP with the unit cotangent `e_i`.
-    fn dense(&self) -> Result<&Jacobians<T>> {
-        self.dense
-            .get_or_init(|| {
-                let (m, n) = (self.num_unknowns(), self.num_inputs());
-                let (mut a, mut b) = (Mat::<T>::zeros(m, m), Mat::<T>::zeros(m, n));
-                let mut e = vec![T::zero(); m];
-                for i in 0..m {
-                    e[i] = T::one();
-                    let (ra, rb) = self.vjp(&e, true, true)?;
-                    e[i] = T::zero();
-                    (0..m).for_each(|j| a[(i, j)] = ra[j]);
-                    (0..n).for_each(|j| b[(i, j)] = rb[j]);
-                }
-                Ok((a, b))
-            })
-            .as_ref()
-            .map_err(Clone::clone)
-    }
-
-    /// `out = M·v` for a block of `k` vectors (column-major).
-    fn product(mat: &Mat<T>, v: &[T], out: &mut [T], k: usize) {
-        let r = mat * MatRef::from_column_major_slice(v, mat.ncols(), k);
-        for j in 0..k {
-            for i in 0..mat.nrows() {
-                out[j * mat.nrows() + i] = r[(i, j)];
-            }
-        }
-    }
-
-    /// `out = Mᵀ·u` for a block of `k` vectors through [`vjp`](Self::vjp).
-    fn adjoint(&self, u: &[T], out: &mut [T], k: usize, of_a: bool) -> Result<()> {
-        let (m, len) = (
-            self.num_unknowns(),
-            if of_a {
-                self.num_unknowns()
-            } else {
-                self.num_inputs()
-            },
-        );
-        for j in 0..k {
-            let (a, b) = self.vjp(&u[j * m..(j + 1) * m], of_a, !of_a)?;
-            out[j * len..(j + 1) * len].copy_from_slice(if of_a { &a } else { &b });
-        }
-        Ok(())
-    }
 }
 
-impl<T: ImplicitScalar + Element> LinearMaps<T> for BurnMaps<T> {
+impl<T: ImplicitScalar + Element> ConditionsVjp<T> for BurnPoint<T> {
     fn num_unknowns(&self) -> usize {
-        self.y.len()
+        self.leaves.last().map_or(0, Vec::len)
     }
 
     fn num_inputs(&self) -> usize {
-        self.x.iter().map(Vec::len).sum()
+        self.leaves.iter().map(Vec::len).sum::<usize>() - self.num_unknowns()
     }
 
-    fn apply_a(&self, v: &[T], out: &mut [T], k: usize) -> Result<()> {
-        Self::product(&self.dense()?.0, v, out, k);
-        Ok(())
+    fn values(&self) -> &[T] {
+        &self.values
     }
 
-    fn apply_a_adjoint(&self, u: &[T], out: &mut [T], k: usize) -> Result<()> {
-        self.adjoint(u, out, k, true)
-    }
-
-    fn apply_b(&self, v: &[T], out: &mut [T], k: usize) -> Result<()> {
-        Self::product(&self.dense()?.1, v, out, k);
-        Ok(())
-    }
-
-    fn apply_b_adjoint(&self, u: &[T], out: &mut [T], k: usize) -> Result<()> {
-        self.adjoint(u, out, k, false)
-    }
-
-    /// The assembled `A` once some product needed it; `None` before, so that choosing a
-    /// matrix-free solver never pays for the assembly (a dense solver builds `A` through
-    /// [`apply_a`](LinearMaps::apply_a), which assembles it).
-    fn dense_a(&self) -> Option<Mat<T>> {
-        match self.dense.get() {
-            Some(Ok((a, _))) => Some(a.clone()),
-            _ => None,
+    /// One burn backward pass of `⟨c(x, y), u⟩`; a leaf `c` does not depend on gets zeros.
+    fn vjp(&self, u: &[T], y_bar: Option<&mut [T]>, x_bar: Option<&mut [T]>) -> Result<()> {
+        let n = self.leaves.len() - 1;
+        let (grad_x, grad_y) = (x_bar.is_some(), y_bar.is_some());
+        let leaves = self.leaves(|i| if i == n { grad_y } else { grad_x });
+        let loss = (self.evaluate(&leaves)? * tensor(u)).sum();
+        let grads = loss.is_tracked().then(|| loss.backward());
+        // The gradients of `leaves` into `out`, one after the other (zeros where none).
+        let write = |leaves: &[Tensor<1>], out: &mut [T]| -> Result<()> {
+            out.fill(T::zero());
+            let mut at = 0;
+            for t in leaves {
+                let len = t.dims()[0];
+                if let Some(g) = grads.as_ref().and_then(|g| t.grad(g)) {
+                    let g = g.into_data().try_into_vec::<T>().map_err(engine_error)?;
+                    for (o, g) in out[at..at + len].iter_mut().zip(g) {
+                        *o = g;
+                    }
+                }
+                at += len;
+            }
+            Ok(())
+        };
+        if let Some(out) = y_bar {
+            write(&leaves[n..], out)?;
         }
-    }
-
-    fn conditions(&self) -> Option<&[T]> {
-        Some(&self.values)
+        if let Some(out) = x_bar {
+            write(&leaves[..n], out)?;
+        }
+        Ok(())
     }
 }

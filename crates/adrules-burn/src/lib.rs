@@ -8,18 +8,23 @@
 //!   runs on every burn backend and device. On Flex, burn's CPU backend, the primitives run
 //!   instead through adrules-strided's kernels on Flex's own buffers (strided views, no copy
 //!   of transposed or broadcast operands; contractions on faer's GEMM).
-//! - [`forward`] / [`forward_autodiff`]: an [`Op`] (permuted add, partial trace, pairwise
-//!   contraction, each optionally updating an input C, or a whole tensor network with any
-//!   number of operands) on the primitives of any backend `B`; on `Autodiff<B, C>` it is one
+//! - [`forward`] / [`forward_autodiff`]: an [`Op`] — a core
+//!   [`Primitive`](adrules_core::rules::Primitive) call (permuted add, partial trace, pairwise
+//!   contraction, each optionally updating an input C) or a whole
+//!   [`NetworkPlan`](adrules_core::network::NetworkPlan) with any number of operands — on the
+//!   primitives of any backend `B`; on `Autodiff<B, C>` it is one
 //!   [`Backward`](burn_autodiff::ops::Backward) node with every input as a parent, whose
 //!   backward is the core's pullback (see [`forward_autodiff`] for checkpointing and
 //!   failures).
-//! - [`apply`], [`contract`], [`add`], [`trace`], [`einsum`], [`ncon`]: the same on burn's
-//!   user-facing [`Tensor`](burn_tensor::Tensor), routed to Flex (with autodiff when an input
-//!   has it).
+//! - [`apply`], [`contract`], [`add`], [`trace`], [`network`], [`einsum`], [`ncon`]: the
+//!   same on burn's user-facing [`Tensor`](burn_tensor::Tensor), routed to Flex (with
+//!   autodiff when an input has it).
 //! - [`Implicit`]: implicit functions whose conditions are written with burn tensors; the
-//!   pullback solves with `Aᴴ` and applies `Bᴴ`, both from burn's own backward pass.
-//! - [`take_backward_errors`]: what went wrong inside burn's infallible backward pass.
+//!   pullback solves with `Aᴴ` and applies `Bᴴ`, both from burn's own backward pass (the
+//!   core's [`VjpMaps`](adrules_core::implicit::VjpMaps): no Jacobian is assembled for a
+//!   matrix-free solve).
+//! - [`try_backward`] and [`take_backward_errors`]: what went wrong inside burn's infallible
+//!   backward pass, as typed errors, on the thread that built the graph.
 //!
 //! ## Example
 //! ```
@@ -61,19 +66,20 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod convert;
 mod flex;
+mod handle;
 mod implicit;
 mod node;
-mod op;
-mod primitive;
+mod rules;
 mod tensor;
 
-pub use backend::{BurnBackend, BurnTensor};
+pub use backend::BurnBackend;
+pub use handle::BurnTensor;
 pub use implicit::Implicit;
-pub use node::take_backward_errors;
-pub use op::Op;
-pub use primitive::{forward, forward_autodiff};
-pub use tensor::{Operand, add, apply, contract, einsum, ncon, trace};
+pub use node::{take_backward_errors, try_backward};
+pub use rules::{Op, forward, forward_autodiff};
+pub use tensor::{Operand, add, apply, contract, einsum, ncon, network, trace};
 
 // The burn crates this adapter is built on, at the pinned version (=0.22.1).
 pub use {burn_autodiff, burn_backend, burn_dispatch, burn_flex, burn_tensor};

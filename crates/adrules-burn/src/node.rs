@@ -24,14 +24,17 @@
 //! happens in [`record`] before the node exists, so the pullback of a primitive fails only if
 //! the engine itself fails (an implicit function's pullback also runs user conditions and a
 //! linear solver, which can fail). Should that happen, each input that needed a cotangent
-//! receives a NaN-filled one (so no gradient is silently wrong or missing), and the error is
-//! kept for [`take_backward_errors`]. A recomputation ([`RetroForward`]) that fails likewise
-//! yields a NaN-filled output.
+//! receives a NaN-filled one (so no gradient is silently wrong or missing), and the error goes
+//! to the [`BackwardReporter`] taken when the node was recorded: it is kept for the thread
+//! that built the graph, which reads it with [`take_backward_errors`] (or gets it from
+//! [`try_backward`]) even when burn ran the backward pass on another thread. A recomputation
+//! ([`RetroForward`]) that fails likewise yields a NaN-filled output and reports its error.
 
-use std::cell::RefCell;
 use std::fmt::Debug;
 use std::marker::PhantomData;
 
+use adrules_core::error::backward::BackwardReporter;
+pub use adrules_core::take_backward_errors;
 use adrules_core::{DType, Dims, Error, Result};
 use burn_autodiff::checkpoint::base::Checkpointer;
 use burn_autodiff::checkpoint::retro_forward::RetroForward;
@@ -43,7 +46,11 @@ use burn_autodiff::{Autodiff, NodeId};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, TensorMetadata};
 
-use crate::backend::{BurnBackend, BurnTensor, dtype_of};
+use burn_tensor::{Gradients as TensorGradients, Tensor};
+
+use crate::backend::BurnBackend;
+use crate::convert::{dtype_of, float_dtype};
+use crate::handle::BurnTensor;
 
 /// Logical shape, primitive shape and dtype of a tensor.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,11 +62,9 @@ pub(crate) struct Meta {
 
 impl Meta {
     pub fn of<B: Backend>(t: &BurnTensor<B>) -> Self {
-        Meta {
-            dims: t.dims().iter().copied().collect(),
-            shape: t.primitive().shape().to_vec(),
-            dtype: dtype_of(t.primitive().dtype()).unwrap_or(DType::F32),
-        }
+        let (dims, shape) = (t.dims().into(), t.primitive().shape().to_vec());
+        let dtype = dtype_of(t.primitive().dtype()).unwrap_or(DType::F32);
+        Meta { dims, shape, dtype }
     }
 }
 
@@ -70,101 +75,136 @@ pub(crate) trait Rule: Clone + Debug + Send + Sync + 'static {
     type Saved<B: Backend>: Clone + Debug + Send + 'static;
 
     /// `true` when input `i` is a scalar (rank 0), which burn passes as a shape-`[1]`
-    /// tensor.
-    fn scalar_input(&self, i: usize) -> bool;
+    /// tensor (default: no input is).
+    fn scalar_input(&self, _i: usize) -> bool {
+        false
+    }
 
-    /// Checks the inputs (ranks, shapes, dtypes and devices, through the [`BurnBackend`]
-    /// primitives) and computes the primal, with what the pullback of the inputs marked
-    /// `active` needs (nothing when none is).
-    fn primal<B: Backend>(
-        &self,
-        be: &BurnBackend<B>,
-        x: &[BurnTensor<B>],
-        active: &[bool],
-    ) -> Result<(BurnTensor<B>, Self::Saved<B>)>;
+    /// Checks the inputs (ranks, shapes; dtypes and devices are checked already) and
+    /// computes the primal, with what the pullback of the inputs marked active needs
+    /// (nothing when none is).
+    fn primal<B: Backend>(&self, at: &At<'_, B>) -> Result<(BurnTensor<B>, Self::Saved<B>)>;
 
-    /// `true` when recomputing the primal is cheaper than keeping its output.
-    fn memory_bound(&self) -> bool;
+    /// `true` when recomputing the primal is cheaper than keeping its output (default: no).
+    fn memory_bound(&self) -> bool {
+        false
+    }
 
-    /// Which inputs the pullback reads, given which inputs need cotangents.
-    fn keeps(&self, active: &[bool]) -> Vec<bool>;
+    /// Which inputs the pullback reads, given which inputs need cotangents (default: none).
+    fn keeps(&self, active: &[bool]) -> Vec<bool> {
+        vec![false; active.len()]
+    }
 
-    /// The cotangents of the active inputs, in input order (`None` for inactive ones). `x[i]`
-    /// holds input `i` when [`keeps`](Rule::keeps) asked for it, and otherwise zeros of its
-    /// shape and dtype (a broadcast, allocating nothing) that stand for its shape only.
+    /// The cotangents of the active inputs for the output cotangent `c_bar`, in input order
+    /// (`None` for inactive ones). `at.x[i]` holds input `i` when [`keeps`](Rule::keeps)
+    /// asked for it, and otherwise zeros of its shape and dtype (a broadcast, allocating
+    /// nothing) that stand for its shape only.
     fn pullback<B: Backend>(
         &self,
-        be: &BurnBackend<B>,
-        x: &[BurnTensor<B>],
+        at: &At<'_, B>,
         saved: &Self::Saved<B>,
-        active: &[bool],
         c_bar: &BurnTensor<B>,
-    ) -> Result<Vec<Option<BurnTensor<B>>>>;
+    ) -> Cotangents<B>;
 }
 
-/// The inputs of `rule` as tensors of the logical shapes it expects.
-pub(crate) fn inputs<B: Backend, R: Rule>(
-    rule: &R,
-    x: impl Iterator<Item = FloatTensor<B>>,
-) -> Vec<BurnTensor<B>> {
-    x.enumerate()
-        .map(|(i, t)| BurnTensor::read(t, rule.scalar_input(i)))
-        .collect()
+/// What [`Rule::pullback`] returns: the cotangents of the inputs in input order.
+pub(crate) type Cotangents<B> = Result<Vec<Option<BurnTensor<B>>>>;
+
+/// Where a [`Rule`] runs: the backend, the inputs and which of them need cotangents.
+pub(crate) struct At<'a, B: Backend> {
+    pub be: &'a BurnBackend<B>,
+    pub x: &'a [BurnTensor<B>],
+    pub active: &'a [bool],
 }
 
-thread_local! {
-    static BACKWARD_ERRORS: RefCell<Vec<Error>> = const { RefCell::new(Vec::new()) };
+impl<'a, B: Backend> At<'a, B> {
+    pub fn new(be: &'a BurnBackend<B>, x: &'a [BurnTensor<B>], active: &'a [bool]) -> Self {
+        At { be, x, active }
+    }
 }
 
-fn report(e: Error) {
-    BACKWARD_ERRORS.with(|log| log.borrow_mut().push(e));
-}
-
-/// Errors raised by adrules nodes inside burn backward passes (or checkpoint
-/// recomputations) run on this thread since the last call, oldest first; the log is emptied.
+/// The backend on the device of the first of the primitives `x` (the default device for
+/// none), and `x` as the inputs of `rule`: tensors of the logical shapes it expects, checked
+/// to be f32 or f64 and on that device.
 ///
-/// burn's backward cannot fail, so such an error is reported here and the affected
-/// cotangents (or recomputed outputs) are NaN-filled: no gradient is silently wrong. All
-/// argument checks of the primitive ops happen before a node is recorded, so for them this
-/// log stays empty unless the engine itself fails; an [`Implicit`](crate::Implicit) function
-/// reports here what its conditions and linear solver do wrong in backward.
-pub fn take_backward_errors() -> Vec<Error> {
-    BACKWARD_ERRORS.with(|log| std::mem::take(&mut *log.borrow_mut()))
-}
-
-/// A NaN-filled primitive of `meta`'s primitive shape and dtype on `be`'s device, reporting
-/// `e`.
-fn poisoned<B: Backend>(be: &BurnBackend<B>, meta: &Meta, e: Error) -> FloatTensor<B> {
-    report(e);
-    let dtype = if meta.dtype.is_double() {
-        burn_backend::FloatDType::F64
-    } else {
-        burn_backend::FloatDType::F32
+/// # Errors
+/// [`Error::Unsupported`] or [`Error::DeviceMismatch`] naming `"input i"`.
+fn inputs<B: Backend>(
+    rule: &impl Rule,
+    x: Vec<FloatTensor<B>>,
+) -> (BurnBackend<B>, Result<Vec<BurnTensor<B>>>) {
+    let be = BurnBackend::new(x.first().map(|t| t.device()).unwrap_or_default());
+    let read = |(i, t)| {
+        let t = BurnTensor::read(t, rule.scalar_input(i));
+        be.check(&format!("input {i}"), &t).map(|_| t)
     };
-    B::float_full(
-        meta.shape.clone().into(),
-        f64::NAN.into(),
-        be.device(),
-        dtype,
-    )
+    let x = x.into_iter().enumerate().map(read).collect();
+    (be, x)
 }
 
-/// What a recorded node keeps for backward: the checkpoint ids of the inputs it reads,
-/// what the forward pass saved, every input's shapes and dtype, and whether the output is a
-/// scalar.
+/// The primal of `rule` on the primitives `x`, none of them active, and the backend it ran
+/// on.
+pub(crate) fn primal_only<B: Backend, R: Rule>(
+    rule: &R,
+    x: Vec<FloatTensor<B>>,
+) -> (BurnBackend<B>, Result<BurnTensor<B>>) {
+    let active = vec![false; x.len()];
+    let (be, x) = inputs(rule, x);
+    let out = x.and_then(|x| rule.primal(&At::new(&be, &x, &active)));
+    (be, out.map(|(out, _)| out))
+}
+
+/// Runs burn's backward pass from `loss` and returns its gradients, or the first error an
+/// adrules node reported inside it (see [`take_backward_errors`]).
+///
+/// Errors reported earlier for graphs built on this thread and not yet taken are discarded
+/// first, so the error returned belongs to this pass. Only nodes recorded on this thread
+/// report here: a node recorded on another thread reports to that thread.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] (`"loss"`) when `loss` is not tracked by autodiff (burn's
+/// `backward` would panic); otherwise the first error reported during the pass (the
+/// gradients it affected are NaN-filled).
+pub fn try_backward<const D: usize>(loss: &Tensor<D>) -> Result<TensorGradients> {
+    if !loss.is_tracked() {
+        let why = "is not tracked by autodiff (no input requires gradients)";
+        return Err(Error::invalid("loss", why));
+    }
+    drop(take_backward_errors());
+    let grads = loss.backward();
+    take_backward_errors()
+        .into_iter()
+        .next()
+        .map_or(Ok(grads), Err)
+}
+
+/// A NaN-filled primitive of `meta`'s primitive shape and dtype on `be`'s device.
+fn nan<B: Backend>(be: &BurnBackend<B>, meta: &Meta) -> FloatTensor<B> {
+    let shape = meta.shape.clone().into();
+    B::float_full(shape, f64::NAN.into(), be.device(), float_dtype(meta.dtype))
+}
+
+/// What a recorded node keeps for backward besides its [`RuleNode`]: the checkpoint ids of
+/// the inputs it reads, what the forward pass saved, and every input's shapes and dtype.
 #[derive(Clone, Debug)]
 pub(crate) struct NodeState<S, const N: usize> {
     kept: [Option<NodeId>; N],
     saved: S,
     meta: Vec<Meta>,
-    scalar_output: bool,
 }
 
-/// The backward step of a [`Rule`].
-#[derive(Debug)]
-struct RuleBackward<R>(R);
+/// A recorded [`Rule`]: its backward step and, for a memory-bound rule, the recomputation of
+/// its output from its parents. Failures go to `reporter`, the thread that recorded it.
+#[derive(Clone, Debug)]
+struct RuleNode<B, R, const N: usize> {
+    rule: R,
+    inputs: [NodeId; N],
+    output: Meta,
+    reporter: BackwardReporter,
+    _backend: PhantomData<B>,
+}
 
-impl<B: Backend, R: Rule, const N: usize> Backward<B, N> for RuleBackward<R> {
+impl<B: Backend, R: Rule, const N: usize> Backward<B, N> for RuleNode<B, R, N> {
     type State = NodeState<R::Saved<B>, N>;
 
     fn backward(
@@ -175,79 +215,57 @@ impl<B: Backend, R: Rule, const N: usize> Backward<B, N> for RuleBackward<R> {
     ) {
         let c_bar = grads.consume::<B>(&ops.node);
         let be = BurnBackend::<B>::new(c_bar.device());
-        let c_bar = BurnTensor::read(c_bar, ops.state.scalar_output);
+        let c_bar = BurnTensor::read(c_bar, self.output.dims.is_empty());
         let active: Vec<bool> = ops.parents.iter().map(Option::is_some).collect();
-        let x: Vec<BurnTensor<B>> = ops
-            .state
-            .kept
-            .iter()
-            .zip(&ops.state.meta)
-            .map(|(id, meta)| match id {
-                Some(id) => BurnTensor::read(
-                    checkpointer.retrieve_node_output::<FloatTensor<B>>(*id),
-                    meta.dims.is_empty(),
-                ),
+        let mut x = Vec::with_capacity(N);
+        for (id, meta) in ops.state.kept.iter().zip(&ops.state.meta) {
+            let scalar = meta.dims.is_empty();
+            x.push(match id {
+                Some(id) => BurnTensor::read(checkpointer.retrieve_node_output(*id), scalar),
                 None => be.broadcast_zeros(&meta.dims, meta.dtype),
-            })
-            .collect();
-        let cotangents = self.0.pullback(&be, &x, &ops.state.saved, &active, &c_bar);
+            });
+        }
+        let at = At::new(&be, &x, &active);
+        let cotangents = self.rule.pullback(&at, &ops.state.saved, &c_bar);
+        let cotangents = cotangents.inspect_err(|e| self.reporter.report(e.clone()));
+        let failed = cotangents.is_err();
+        let cotangents = cotangents.unwrap_or_default();
         for (i, parent) in ops.parents.iter().enumerate() {
             let Some(parent) = parent else { continue };
             let meta = &ops.state.meta[i];
-            let g = match &cotangents {
-                Ok(c) => c
-                    .get(i)
-                    .cloned()
-                    .flatten()
-                    .map(|g| g.into_primitive_shaped(&meta.shape)),
-                Err(e) => Some(poisoned(&be, meta, e.clone())),
-            };
-            match g {
-                Some(g) => grads.register::<B>(parent.id, g),
+            let g = match cotangents.get(i).cloned().flatten() {
+                Some(g) => g.into_primitive_shaped(&meta.shape),
                 None => {
-                    let e = Error::invalid(
-                        "pullback",
-                        format!("no cotangent for active input {i} of {:?}", self.0),
-                    );
-                    grads.register::<B>(parent.id, poisoned(&be, meta, e));
+                    if !failed {
+                        let why = format!("no cotangent for active input {i} of {:?}", self.rule);
+                        self.reporter.report(Error::invalid("pullback", why));
+                    }
+                    nan(&be, meta)
                 }
-            }
+            };
+            grads.register::<B>(parent.id, g);
         }
     }
-}
-
-/// Recomputation of a memory-bound [`Rule`]'s output from its parents.
-#[derive(Debug)]
-struct RetroRule<B, R, const N: usize> {
-    rule: R,
-    inputs: [NodeId; N],
-    output: Meta,
-    _backend: PhantomData<B>,
 }
 
 /// Number of recomputations run, for the tests of the checkpointing behaviour.
 #[cfg(test)]
 static RECOMPUTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-impl<B: Backend, R: Rule, const N: usize> RetroForward for RetroRule<B, R, N> {
+impl<B: Backend, R: Rule, const N: usize> RetroForward for RuleNode<B, R, N> {
     fn forward(&self, states: &mut BackwardStates, out_node: NodeId) {
         #[cfg(test)]
         RECOMPUTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let x: Vec<FloatTensor<B>> = self
+        let x = self
             .inputs
-            .iter()
-            .map(|id| states.get_state::<FloatTensor<B>>(id))
-            .collect();
-        let device = match x.first() {
-            Some(t) => t.device(),
-            None => Default::default(),
-        };
-        let be = BurnBackend::<B>::new(device);
-        let x = inputs(&self.rule, x.into_iter());
-        let active = vec![false; x.len()];
-        let out = match self.rule.primal(&be, &x, &active) {
-            Ok((out, _)) => out.into_primitive_shaped(&self.output.shape),
-            Err(e) => poisoned(&be, &self.output, e),
+            .map(|id| states.get_state::<FloatTensor<B>>(&id));
+        let (be, out) = primal_only::<B, R>(&self.rule, x.into());
+        let out = match out {
+            Ok(out) => out.into_primitive_shaped(&self.output.shape),
+            Err(e) => {
+                self.reporter.report(e);
+                nan(&be, &self.output)
+            }
         };
         states.save(out_node, out);
     }
@@ -262,48 +280,34 @@ pub(crate) fn record<B: Backend, C: CheckpointStrategy, R: Rule, const N: usize>
     rule: R,
     x: [FloatTensor<Autodiff<B, C>>; N],
 ) -> Result<FloatTensor<Autodiff<B, C>>> {
-    let device = match x.first() {
-        Some(t) => t.primitive().device(),
-        None => Default::default(),
-    };
-    let be = BurnBackend::<B>::new(device);
-    let primals = inputs(&rule, x.iter().map(|t| t.primitive().clone()));
+    let primals: Vec<FloatTensor<B>> = x.iter().map(|t| t.primitive().clone()).collect();
+    let (be, primals) = inputs(&rule, primals);
+    let primals = primals?;
     let active: Vec<bool> = x.iter().map(|t| t.is_tracked()).collect();
-    let (out, saved) = rule.primal(&be, &primals, &active)?;
-    let output = Meta::of(&out);
-    let out = out.into_primitive();
+    let (out, saved) = rule.primal(&At::new(&be, &primals, &active))?;
     let meta: Vec<Meta> = primals.iter().map(Meta::of).collect();
     let keeps = rule.keeps(&active);
-    let prep = RuleBackward(rule.clone()).prepare::<C>(x.each_ref().map(|t| t.node()));
-    let prep = if rule.memory_bound() {
-        let retro = RetroRule::<B, R, N> {
-            rule,
-            inputs: x.each_ref().map(|t| t.id()),
-            output: output.clone(),
-            _backend: PhantomData,
-        };
-        prep.memory_bound().retro_forward(retro).parents(&x)
+    let (memory_bound, output) = (rule.memory_bound(), Meta::of(&out));
+    let (inputs, reporter) = (x.each_ref().map(|t| t.id()), BackwardReporter::current());
+    let node = RuleNode::<B, R, N> {
+        rule,
+        inputs,
+        output,
+        reporter,
+        _backend: PhantomData,
+    };
+    let prep = node.clone().prepare::<C>(x.each_ref().map(|t| t.node()));
+    let prep = if memory_bound {
+        prep.memory_bound().retro_forward(node).parents(&x)
     } else {
         prep.compute_bound()
     };
+    let out = out.into_primitive();
     Ok(match prep.stateful() {
         OpsKind::Tracked(mut prep) => {
-            let mut kept = [None; N];
-            for (i, t) in x.iter().enumerate() {
-                if keeps.get(i).copied().unwrap_or(false) {
-                    kept[i] = Some(prep.checkpoint(t));
-                }
-            }
-            let scalar_output = output.dims.is_empty();
-            prep.finish(
-                NodeState {
-                    kept,
-                    saved,
-                    meta,
-                    scalar_output,
-                },
-                out,
-            )
+            let keep = |i: usize| keeps.get(i) == Some(&true);
+            let kept = std::array::from_fn(|i| keep(i).then(|| prep.checkpoint(&x[i])));
+            prep.finish(NodeState { kept, saved, meta }, out)
         }
         OpsKind::UnTracked(prep) => prep.finish(out),
     })

@@ -1,6 +1,6 @@
 //! The ops on burn's user-facing tensors ([`burn_tensor::Tensor`]), routed to Flex.
 
-use adrules_core::network::Network;
+use adrules_core::network::{Network, NetworkPlan, Order};
 use adrules_core::rules::{AddOp, ContractOp, TraceOp};
 use adrules_core::{Error, Result};
 use burn_autodiff::Autodiff;
@@ -16,9 +16,9 @@ use burn_dispatch::{
 use burn_flex::Flex;
 use burn_tensor::Tensor;
 
-use crate::node::{Rule, record};
-use crate::op::Op;
-use crate::primitive::run_plain;
+use crate::convert::{check_dtype, engine_error, unsupported};
+use crate::node::{Rule, primal_only, record};
+use crate::rules::{NetworkRule, Op, PrimitiveRule};
 
 /// A float tensor of any rank, as an input of [`apply`] (ops with operands of different
 /// ranks take a fixed-size array of these). Built with `.into()` from a [`Tensor`].
@@ -78,17 +78,13 @@ impl Operand {
 /// inputs live on different backends; [`Error::InvalidArgument`] (`"inputs"`) when autodiff
 /// inputs use different checkpointing strategies; rank, shape and index errors of the op.
 pub fn apply<const N: usize, const D: usize>(op: &Op, inputs: [Operand; N]) -> Result<Tensor<D>> {
-    check_rank::<D>(op.output_rank())?;
-    run(op.call(N)?, inputs)
-}
-
-/// Checks that burn's rank `D` holds an output of logical rank `rank` (1 for a scalar).
-pub(crate) fn check_rank<const D: usize>(rank: usize) -> Result<()> {
-    let rank = rank.max(1);
-    if rank == D {
-        Ok(())
-    } else {
-        Err(Error::rank("output", rank, D))
+    let rank = op.output_rank().max(1);
+    if rank != D {
+        return Err(Error::rank("output", rank, D));
+    }
+    match op {
+        Op::Primitive(p) => run(PrimitiveRule::new(p.clone(), N)?, inputs),
+        Op::Network(plan) => run(NetworkRule(plan.clone()), inputs),
     }
 }
 
@@ -100,36 +96,28 @@ pub(crate) fn run<R: Rule, const N: usize, const D: usize>(
     let context = context(&inputs)?;
     for (i, t) in inputs.iter().enumerate() {
         if !is_flex(&t.0.kind) {
-            return Err(Error::Unsupported {
-                backend: crate::backend::NAME.into(),
-                what: format!(
-                    "input {i} on device {:?}: the Tensor API routes Flex; \
-                     call adrules_burn::forward / forward_autodiff on the primitives",
-                    t.0.device()
-                ),
-            });
+            let why = format!(
+                "input {i} on {:?}: the Tensor API routes Flex only",
+                t.0.device()
+            );
+            return Err(unsupported(why));
         }
-    }
-    for (i, t) in inputs.iter().enumerate() {
-        crate::backend::check_dtype(&format!("input {i}"), t.0.dtype())?;
+        check_dtype(&format!("input {i}"), t.0.dtype())?;
     }
     let x = inputs.map(|t| t.0);
-    let out = match context {
+    match context {
         DispatchAutodiffContext::Disabled => {
-            let p = collect::<_, N>(x.into_iter().map(float::<Flex>))?;
-            let out = run_plain::<Flex, R>(&rule, &p)?;
-            <DispatchTensor as DispatchKindConversion<Flex>>::from_backend(BackendTensor::Float(
-                out,
-            ))
+            let p = x.into_iter().map(float::<Flex>).collect::<Result<_>>()?;
+            let out = primal_only::<Flex, R>(&rule, p).1?.into_primitive();
+            Ok(Tensor::from_primitive::<Flex>(out))
         }
         DispatchAutodiffContext::Enabled(GradientCheckpointingStrategy::Disabled) => {
-            on_autodiff::<NoCheckpointing, R, N>(rule, x)?
+            on_autodiff::<NoCheckpointing, R, N, D>(rule, x)
         }
         DispatchAutodiffContext::Enabled(GradientCheckpointingStrategy::Balanced) => {
-            on_autodiff::<BalancedCheckpointing, R, N>(rule, x)?
+            on_autodiff::<BalancedCheckpointing, R, N, D>(rule, x)
         }
-    };
-    Ok(Tensor::from_dispatch(out))
+    }
 }
 
 /// `C = α·P(op(A)·op(B))` (see [`ContractOp`]; β must be zero).
@@ -144,17 +132,31 @@ pub fn contract<const D: usize>(
     apply(&op.clone().into(), [a.into(), b.into()])
 }
 
+/// The tensor network `plan` on `operands` (of the shapes it was planned for; a rank-0
+/// operand is passed with shape `[1]`), as one node.
+///
+/// # Errors
+/// [`Error::ShapeMismatch`] (`"operand k"`) for an operand of another shape than planned;
+/// otherwise as [`apply`].
+pub fn network<const N: usize, const D: usize>(
+    plan: &NetworkPlan,
+    operands: [Operand; N],
+) -> Result<Tensor<D>> {
+    apply(&Op::Network(plan.clone()), operands)
+}
+
 /// The tensor network of the Einstein string `subscripts` (explicit output, every label
 /// twice in total: see [`Network::einsum`]) on `operands`, as one node, in an order searched
 /// for the operand shapes.
 ///
 /// # Errors
-/// The string's errors ([`Error::Parse`], [`Error::InvalidLabel`]); otherwise as [`apply`].
+/// The string's errors ([`Error::Parse`], [`Error::InvalidLabel`]) and the planning errors of
+/// [`NetworkPlan::new`] (operand count, ranks, dimensions); otherwise as [`apply`].
 pub fn einsum<const N: usize, const D: usize>(
     subscripts: &str,
     operands: [Operand; N],
 ) -> Result<Tensor<D>> {
-    apply(&Network::einsum(subscripts)?.into(), operands)
+    network(&plan(&Network::einsum(subscripts)?, &operands)?, operands)
 }
 
 /// The tensor network of the ncon index lists `indices` (positive labels contracted,
@@ -162,12 +164,25 @@ pub fn einsum<const N: usize, const D: usize>(
 /// as one node, in the ncon order.
 ///
 /// # Errors
-/// The lists' errors ([`Error::InvalidLabel`]); otherwise as [`apply`].
+/// The lists' errors ([`Error::InvalidLabel`]) and the planning errors of
+/// [`NetworkPlan::new`]; otherwise as [`apply`].
 pub fn ncon<const N: usize, const D: usize, I: AsRef<[i64]>>(
     indices: &[I],
     operands: [Operand; N],
 ) -> Result<Tensor<D>> {
-    apply(&Network::ncon(indices, None)?.into(), operands)
+    network(&plan(&Network::ncon(indices, None)?, &operands)?, operands)
+}
+
+/// `network` planned in its notation's default order for the shapes of `operands` (a
+/// shape-`[1]` operand of a rank-0 slot read as a scalar).
+fn plan(network: &Network, operands: &[Operand]) -> Result<NetworkPlan> {
+    let mut dims: Vec<Vec<usize>> = operands.iter().map(Operand::dims).collect();
+    for (k, d) in dims.iter_mut().enumerate() {
+        if network.operand_labels(k).is_some_and(|l| l.is_empty()) && d[..] == [1] {
+            d.clear();
+        }
+    }
+    NetworkPlan::new(network, &dims, &Order::Default)
 }
 
 /// `C = α·P(op(A))` (see [`AddOp`]; β must be zero).
@@ -187,32 +202,26 @@ pub fn trace<const D: usize>(op: &TraceOp, a: impl Into<Operand>) -> Result<Tens
 }
 
 fn is_flex(kind: &DispatchTensorKind) -> bool {
-    #[allow(unreachable_patterns)] // other variants exist when other backends are compiled in
-    match kind {
-        DispatchTensorKind::Flex(_) => true,
-        DispatchTensorKind::Autodiff(inner) => is_flex(inner),
-        _ => false,
-    }
+    let autodiff = matches!(kind, DispatchTensorKind::Autodiff(inner) if is_flex(inner));
+    autodiff || matches!(kind, DispatchTensorKind::Flex(_))
 }
 
 /// The merged autodiff context of the inputs (plain inputs are constants of an autodiff op).
 fn context(inputs: &[Operand]) -> Result<DispatchAutodiffContext> {
     let mut ctx = DispatchAutodiffContext::Disabled;
     for (i, t) in inputs.iter().enumerate() {
-        match (ctx, t.0.autodiff) {
-            (_, DispatchAutodiffContext::Disabled) => {}
-            (DispatchAutodiffContext::Disabled, enabled) => ctx = enabled,
-            (a, b) if a == b => {}
-            (a, b) => {
-                return Err(Error::invalid(
-                    "inputs",
-                    format!(
-                        "input {i} uses autodiff context {b:?} but an earlier input {a:?}: \
-                         the inputs of one op must share a checkpointing strategy"
-                    ),
-                ));
-            }
+        let this = t.0.autodiff;
+        if this == ctx || this == DispatchAutodiffContext::Disabled {
+            continue;
         }
+        if ctx != DispatchAutodiffContext::Disabled {
+            let why = format!(
+                "input {i} uses autodiff context {this:?} but an earlier input {ctx:?}: \
+                 the inputs of one op must share a checkpointing strategy"
+            );
+            return Err(Error::invalid("inputs", why));
+        }
+        ctx = this;
     }
     Ok(ctx)
 }
@@ -222,40 +231,29 @@ fn float<B: Backend>(t: DispatchTensor) -> Result<FloatTensor<B>>
 where
     DispatchTensor: DispatchKindConversion<B>,
 {
-    match <DispatchTensor as DispatchKindConversion<B>>::try_into_backend(t) {
-        Ok(BackendTensor::Float(t)) => Ok(t),
-        Ok(other) => Err(crate::backend::engine_error(format!(
-            "expected a float tensor, got a {} tensor",
+    let t = <DispatchTensor as DispatchKindConversion<B>>::try_into_backend(t);
+    match t.map_err(engine_error)? {
+        BackendTensor::Float(t) => Ok(t),
+        other => Err(engine_error(format!(
+            "not a float tensor: {}",
             other.name()
         ))),
-        Err(e) => Err(crate::backend::engine_error(e)),
     }
 }
 
-/// An array from an iterator of exactly `N` results.
-fn collect<T, const N: usize>(it: impl Iterator<Item = Result<T>>) -> Result<[T; N]> {
-    let v = it.collect::<Result<Vec<T>>>()?;
-    let n = v.len();
-    <[T; N]>::try_from(v).map_err(|_| Error::CountMismatch {
-        arg: "inputs".into(),
-        expected: N,
-        actual: n,
-    })
-}
-
-fn on_autodiff<C: CheckpointStrategy, R: Rule, const N: usize>(
+fn on_autodiff<C: CheckpointStrategy, R: Rule, const N: usize, const D: usize>(
     rule: R,
     x: [DispatchTensor; N],
-) -> Result<DispatchTensor>
+) -> Result<Tensor<D>>
 where
     DispatchTensor: DispatchKindConversion<Autodiff<Flex, C>>,
 {
-    let p = collect::<_, N>(x.into_iter().map(|t| match t.autodiff {
+    let p = x.into_iter().map(|t| match t.autodiff {
         DispatchAutodiffContext::Disabled => float::<Flex>(t).map(Autodiff::<Flex, C>::from_inner),
         DispatchAutodiffContext::Enabled(_) => float::<Autodiff<Flex, C>>(t),
-    }))?;
+    });
+    let p = p.collect::<Result<Vec<_>>>()?.try_into();
+    let p = p.map_err(|_| engine_error("an input was lost in routing"))?;
     let out = record::<Flex, C, R, N>(rule, p)?;
-    Ok(<DispatchTensor as DispatchKindConversion<
-        Autodiff<Flex, C>,
-    >>::from_backend(BackendTensor::Float(out)))
+    Ok(Tensor::from_primitive::<Autodiff<Flex, C>>(out))
 }

@@ -1,15 +1,11 @@
-//! The shared conformance suite (top-level `tests/conformance`) on the generic path of burn
+//! The shared conformance suite (`adrules_testing::conformance`) on the generic path of burn
 //! ops, over the NdArray backend (the top-level `tests/burn.rs` runs it on Flex, which takes
 //! the strided fast path). NdArray is deprecated upstream; it serves here as a second,
 //! independent burn backend, with its limit of rank 6.
 
-// The suite names the facade crate `adrules`, which re-exports the core at its root.
-extern crate adrules_core as adrules;
-
-#[path = "../../../tests/conformance/mod.rs"]
-mod conformance;
-
 use adrules_burn::BurnBackend;
+use adrules_core::DType;
+use adrules_testing::conformance::Config;
 #[allow(deprecated)]
 use burn_ndarray::NdArray;
 
@@ -18,10 +14,10 @@ fn backend() -> BurnBackend<NdArray> {
     BurnBackend::new(Default::default())
 }
 
-conformance::suite!(
+adrules_testing::conformance_suite!(
     backend(),
-    conformance::Config {
-        dtypes: vec![adrules::DType::F32, adrules::DType::F64],
+    Config {
+        dtypes: vec![DType::F32, DType::F64],
         max_rank: 6,
     }
 );

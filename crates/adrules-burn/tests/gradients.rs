@@ -11,11 +11,9 @@ use adrules_burn::burn_backend::{AutodiffBackend, Backend as BurnBackendTrait};
 use adrules_burn::burn_flex::Flex;
 use adrules_burn::burn_tensor::{DType as BurnDType, Device, Tensor, TensorData};
 use adrules_burn::{BurnBackend, BurnTensor, Op, forward, forward_autodiff};
-use adrules_core::network::{Network, NetworkPlan};
-use adrules_core::rules::{Activity, AddOp, ContractOp, TraceOp};
-use adrules_core::{
-    Backend, ContractSpec, DType, Dims, DynScalar, HostTensor, Permutation, TraceSpec,
-};
+use adrules_core::network::{Network, NetworkPlan, Order};
+use adrules_core::rules::{Activity, AddOp, ContractOp, Primitive, TraceOp};
+use adrules_core::{Backend, ContractSpec, DType, DynScalar, HostTensor, Permutation, TraceSpec};
 use adrules_strided::Strided;
 use adrules_testing::{FiniteDifference, ReferenceBackend, Rng, Tolerance, Value};
 // burn-ndarray is deprecated upstream; it serves here as a second, independent backend
@@ -76,9 +74,7 @@ fn rule_gradients<R: Backend, const N: usize>(
     let t: Vec<_> = x.iter().map(|h| r.from_host(h.clone()).unwrap()).collect();
     let wt = r.from_host(w.clone()).unwrap();
     let h = |t: Option<R::Tensor>| t.map(|t| r.to_host(&t).unwrap());
-    if let Op::Network { network, order } = op {
-        let dims: Vec<Dims> = t.iter().map(|x| r.dims(x)).collect();
-        let plan = NetworkPlan::new(network, &dims, order).unwrap();
+    if let Op::Network(plan) = op {
         let operands: Vec<&R::Tensor> = t.iter().collect();
         let (_, pullback) = plan.rrule(r, &operands, &active).unwrap();
         return pullback.pullback(&wt).unwrap().into_iter().map(h).collect();
@@ -91,9 +87,11 @@ fn rule_gradients<R: Backend, const N: usize>(
         ..Activity::NONE
     };
     let g = match op {
-        Op::Add(o) => o.rrule(r, &mut c, &t[0], act).unwrap().pullback(&wt),
-        Op::Trace(o) => o.rrule(r, &mut c, &t[0], act).unwrap().pullback(&wt),
-        Op::Contract(o) => o.rrule(r, &mut c, &t[0], &t[1], act).unwrap().pullback(&wt),
+        Op::Primitive(Primitive::Add(o)) => o.rrule(r, &mut c, &t[0], act).unwrap().pullback(&wt),
+        Op::Primitive(Primitive::Trace(o)) => o.rrule(r, &mut c, &t[0], act).unwrap().pullback(&wt),
+        Op::Primitive(Primitive::Contract(o)) => {
+            o.rrule(r, &mut c, &t[0], &t[1], act).unwrap().pullback(&wt)
+        }
         _ => unreachable!("every op is listed"),
     }
     .unwrap();
@@ -200,6 +198,12 @@ fn contract(a: &str, b: &str, c: &str) -> Op {
     ContractOp::new(ContractSpec::from_labels(a, b, c).unwrap()).into()
 }
 
+/// A network case: the network planned (in its default order) for `dims`.
+fn network(network: Network, dims: Vec<Vec<usize>>) -> (Op, Vec<Vec<usize>>) {
+    let plan = NetworkPlan::new(&network, &dims, &Order::Default).unwrap();
+    (plan.into(), dims)
+}
+
 fn cases() -> Vec<(Op, Vec<Vec<usize>>)> {
     vec![
         (
@@ -237,19 +241,17 @@ fn cases() -> Vec<(Op, Vec<Vec<usize>>)> {
                 .into(),
             vec![vec![2, 3, 3, 2]],
         ),
-        (
-            Network::einsum("abc,bde,cdf->aef").unwrap().into(),
+        network(
+            Network::einsum("abc,bde,cdf->aef").unwrap(),
             vec![vec![2, 3, 4], vec![3, 2, 3], vec![4, 2, 2]],
         ),
-        (
-            // a partial trace inside operand 0, then a contraction, as ncon lists
-            Network::ncon(&[vec![1, -1, 1, 2], vec![2, -2]], None)
-                .unwrap()
-                .into(),
+        // a partial trace inside operand 0, then a contraction, as ncon lists
+        network(
+            Network::ncon(&[vec![1, -1, 1, 2], vec![2, -2]], None).unwrap(),
             vec![vec![3, 2, 3, 4], vec![4, 5]],
         ),
-        (
-            Network::einsum("ia,ajb,bkc,cld,dm->ijklm").unwrap().into(),
+        network(
+            Network::einsum("ia,ajb,bkc,cld,dm->ijklm").unwrap(),
             vec![
                 vec![2, 3],
                 vec![3, 2, 2],
@@ -258,8 +260,8 @@ fn cases() -> Vec<(Op, Vec<Vec<usize>>)> {
                 vec![2, 3],
             ],
         ),
-        (
-            Network::einsum("ab,bc,ca->").unwrap().into(),
+        network(
+            Network::einsum("ab,bc,ca->").unwrap(),
             vec![vec![2, 3], vec![3, 4], vec![4, 2]],
         ),
     ]

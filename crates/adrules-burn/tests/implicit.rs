@@ -1,12 +1,17 @@
 //! Implicit functions with burn-written conditions: the fixed point `y = tanh(W·y + b)`.
 //! Gradients against burn's own autodiff through the unrolled iteration and against finite
-//! differences of the solve, with a dense and a matrix-free linear solver; then a few steps
-//! of gradient descent in a plain burn loop.
+//! differences of the solve, with a dense and a matrix-free linear solver; the cost of a
+//! matrix-free reverse solve in backward passes; errors inside backward; then a few steps of
+//! gradient descent in a plain burn loop.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use adrules_burn::burn_tensor::{DType as BurnDType, Device, Tensor, TensorData};
-use adrules_burn::{Implicit, take_backward_errors};
-use adrules_core::implicit::{Method, SolverOptions};
-use adrules_core::{Error, Result};
+use adrules_burn::{Implicit, take_backward_errors, try_backward};
+use adrules_core::implicit::{AUTO_DENSE_LIMIT, Method, SolverOptions};
+use adrules_core::{DType, Error, Result};
+use adrules_testing::Rng;
 
 const N: usize = 6;
 
@@ -165,6 +170,131 @@ fn conditions_of_the_wrong_length_poison_the_gradient_and_are_reported() {
             .any(|e| matches!(e, Error::ShapeMismatch { arg, .. } if arg == "conditions c(x, y)")),
         "{errors:?}"
     );
+}
+
+/// The fixed point of size `m` with a random `W` of Frobenius norm 1/2 (so `‖W‖₂ ≤ 1/2`),
+/// its conditions counting their evaluations; returns `(dL/dW, dL/db)` of `L = Σ y ⊙ t`
+/// from the implicit node under `method` (or, for `None`, burn's autodiff through 80
+/// unrolled iterations) and the number of evaluations of the conditions.
+fn large_fixed_point(m: usize, method: Option<Method>) -> (Vec<f64>, Vec<f64>, usize) {
+    let mut rng = Rng::seed(21);
+    let r: Vec<f64> = rng
+        .tensor(&[m * m], DType::F64)
+        .as_slice::<f64>()
+        .unwrap()
+        .to_vec();
+    let norm = r.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let w0: Vec<f64> = r.iter().map(|v| 0.5 * v / norm).collect();
+    let b0: Vec<f64> = (0..m).map(|i| ((i % 7) as f64 - 3.0) / 4.0).collect();
+    let target: Vec<f64> = (0..m).map(|i| (i as f64 * 0.37).sin()).collect();
+    let device = Device::flex().autodiff();
+    let w = data(w0, &device).require_grad();
+    let b = data(b0, &device).require_grad();
+    let evaluations = Arc::new(AtomicUsize::new(0));
+    let y = match method {
+        Some(method) => {
+            let count = Arc::clone(&evaluations);
+            let conditions = move |x: &[Tensor<1>], y: &Tensor<1>| {
+                count.fetch_add(1, Ordering::SeqCst);
+                step(&x[0], &x[1], y) - y.clone()
+            };
+            let f =
+                Implicit::new(solve, conditions).with_linear_solver(SolverOptions::from(method));
+            f.apply([(&w).into(), (&b).into()]).unwrap()
+        }
+        None => {
+            let mut y = b.zeros_like();
+            for _ in 0..80 {
+                y = step(&w, &b, &y);
+            }
+            y
+        }
+    };
+    let grads = try_backward(&(y * data(target, &device)).sum()).unwrap();
+    let (gw, gb) = (w.grad(&grads).unwrap(), b.grad(&grads).unwrap());
+    (values(gw), values(gb), evaluations.load(Ordering::SeqCst))
+}
+
+#[test]
+fn a_matrix_free_reverse_solve_never_assembles_a_jacobian() {
+    let m = 300;
+    assert!(
+        m > AUTO_DENSE_LIMIT,
+        "Method::Auto must pick a matrix-free solver"
+    );
+    let (uw, ub, _) = large_fixed_point(m, None);
+    for method in [Method::Auto, Method::Gmres] {
+        let (gw, gb, evaluations) = large_fixed_point(m, Some(method));
+        assert_close(&gw, &uw, 1e-9, &format!("{method:?} dL/dW"));
+        assert_close(&gb, &ub, 1e-9, &format!("{method:?} dL/db"));
+        // One evaluation for c at the solution, one backward pass per Krylov iteration and
+        // for the true residual, one for Bᵀu. A = I − diag(tanh′)·W with ‖diag(tanh′)·W‖ ≤ 1/2,
+        // so GMRES reaches the relative tolerance 1e-10 in at most 34 iterations (its
+        // residual after k steps is at most 2⁻ᵏ of the first); an assembly of the Jacobians
+        // would cost m = 300 more.
+        assert!(
+            (2..=40).contains(&evaluations),
+            "{method:?}: {evaluations} evaluations of the conditions for m = {m}"
+        );
+    }
+    // The counter does see an assembly: LU needs the dense A, from m backward passes.
+    let (_, gb, evaluations) = large_fixed_point(m, Some(Method::Lu));
+    assert_close(&gb, &ub, 1e-9, "Lu dL/db");
+    assert!(evaluations > m, "LU: {evaluations} evaluations for m = {m}");
+    assert!(take_backward_errors().is_empty());
+}
+
+/// An implicit node whose conditions return 2 values for 3 unknowns (an error only the
+/// backward pass sees), on an autodiff input `b`; returns `(b, y)`.
+fn failing_in_backward() -> (Tensor<1>, Tensor<1>) {
+    let f = Implicit::new(|x| Ok(x[0].clone()), |_, y| y.clone().narrow(0, 0, 2));
+    let b = data(vec![1.0; 3], &Device::flex().autodiff()).require_grad();
+    let y = f.apply([(&b).into()]).unwrap();
+    (b, y)
+}
+
+fn is_conditions_shape_error(e: &Error) -> bool {
+    matches!(e, Error::ShapeMismatch { arg, expected, actual }
+        if arg == "conditions c(x, y)" && expected[..] == [3] && actual[..] == [2])
+}
+
+#[test]
+fn try_backward_returns_the_typed_error_of_a_failing_backward_pass() {
+    let (_, y) = failing_in_backward();
+    let Err(e) = try_backward(&y.sum()) else {
+        panic!("the failing backward pass returned gradients")
+    };
+    assert!(is_conditions_shape_error(&e), "{e}");
+    assert!(
+        take_backward_errors().is_empty(),
+        "try_backward took the error"
+    );
+
+    let untracked = data(vec![1.0; 2], &Device::flex());
+    let Err(e) = try_backward(&untracked) else {
+        panic!("an untracked loss returned gradients")
+    };
+    assert!(
+        matches!(&e, Error::InvalidArgument { arg, .. } if arg == "loss"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_backward_pass_on_another_thread_reports_to_the_thread_that_built_the_graph() {
+    let (b, y) = failing_in_backward();
+    let loss = y.sum();
+    let (gradient, seen_there) = std::thread::spawn(move || {
+        let grads = loss.backward();
+        (values(b.grad(&grads).unwrap()), take_backward_errors())
+    })
+    .join()
+    .unwrap();
+    assert!(gradient.iter().all(|v| v.is_nan()), "{gradient:?}");
+    assert!(seen_there.is_empty(), "{seen_there:?}");
+    let errors = take_backward_errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(is_conditions_shape_error(&errors[0]), "{}", errors[0]);
 }
 
 /// `‖y(W, b) − y*‖²` computed independently: plain fixed-point iteration on the host.

@@ -1,15 +1,16 @@
 //! [`CandleBackend`]: the core [`Backend`] trait on candle tensors, so that every shared rule
 //! (pullbacks, pushforwards, networks, implicit functions) runs on any candle device.
 
-use adrules_core::rules::{AddOp, ContractOp, TraceOp};
+use adrules_core::backend::check;
+use adrules_core::rules::{AddOp, ContractOp, Primitive, TraceOp};
 use adrules_core::{
-    Backend, Conj, ContractSpec, DType, Dims, DynScalar, Error, HostData, HostTensor, Permutation,
-    Result, TraceSpec,
+    Backend, Conj, ContractSpec, DType, Dims, DynScalar, HostData, HostTensor, Permutation, Result,
+    TraceSpec,
 };
 use candle_core::{Device, Tensor};
 
 use crate::convert::{NAME, candle_dtype, check_device, from_candle, tensor_dtype, unsupported};
-use crate::ops::{AddNode, ContractNode, TraceNode};
+use crate::forward::Forward;
 
 /// The shared rules' [`Backend`] on candle tensors of one device.
 ///
@@ -20,13 +21,21 @@ use crate::ops::{AddNode, ContractNode, TraceNode};
 /// the value semantics the rules rely on. For the same reason C may be the same tensor as A
 /// or B: nothing is overwritten in place, so aliasing is harmless and not an error here.
 ///
-/// Each primitive's `α·op(…)` runs the storage-level kernel of the matching custom op (one
+/// Each primitive's `α·op(…)` runs the storage-level forward of the differentiable ops (one
 /// code path for CPU, CUDA and Metal, see the crate docs), without recording a backward node;
-/// `β·C` and the sum are candle's `affine` and `add`. Every tensor argument must live on this
-/// backend's device ([`Error::DeviceMismatch`] otherwise).
+/// `β·C` and the sum are candle's `affine` and `add`.
+///
+/// # Checks
+/// Every tensor argument must live on this backend's device ([`Error::DeviceMismatch`]) and
+/// have dtype f32 or f64 ([`Error::Unsupported`] for candle's other dtypes); these come
+/// first, then the checks of the [`Backend`] contract, shared by every backend
+/// ([`adrules_core::backend::check`]: shapes, dtypes, coefficients).
 ///
 /// [`Backend::dtype`] cannot fail: it reports every candle dtype other than `f64` as `F32`;
 /// every primitive then rejects such a tensor with [`Error::Unsupported`].
+///
+/// [`Error::DeviceMismatch`]: adrules_core::Error::DeviceMismatch
+/// [`Error::Unsupported`]: adrules_core::Error::Unsupported
 #[derive(Clone, Debug)]
 pub struct CandleBackend {
     device: Device,
@@ -48,23 +57,31 @@ impl CandleBackend {
         &self.device
     }
 
-    /// The dtype of `t` after checking it is served and lives on this device.
-    fn check(&self, t: &Tensor, arg: &str) -> Result<DType> {
-        check_device(t, &self.device, arg)?;
-        tensor_dtype(t, arg)
+    /// Checks that every tensor of `args` (with its argument name) lives on this device and
+    /// has a served dtype (f32, f64); returns the dtypes in order.
+    fn served<const N: usize>(&self, args: [(&Tensor, &str); N]) -> Result<[DType; N]> {
+        let mut dtypes = [DType::F32; N];
+        for (d, (t, arg)) in dtypes.iter_mut().zip(args) {
+            check_device(t, &self.device, arg)?;
+            *d = tensor_dtype(t, arg)?;
+        }
+        Ok(dtypes)
     }
 
-    /// Checks that `input` promotes to `target` (the strict primitives never narrow).
-    fn check_promotes(arg: &str, input: DType, target: DType) -> Result<()> {
-        if input.promotes_to(target) {
-            Ok(())
-        } else {
-            Err(Error::DTypeMismatch {
-                arg: arg.into(),
-                expected: format!("a dtype that promotes to {target}"),
-                actual: input,
-            })
-        }
+    /// `*c ← β·c + α·op(x)` for one primitive call, computed in `wide` and cast to C's dtype
+    /// `dc`.
+    fn update(
+        &self,
+        c: &mut Tensor,
+        prim: Primitive,
+        x: &[&Tensor],
+        beta: f64,
+        wide: DType,
+        dc: DType,
+    ) -> Result<()> {
+        let t = Forward::new(prim, wide)?.apply(x)?;
+        let t = t.to_dtype(candle_dtype(dc)?).map_err(from_candle)?;
+        Self::axpby(c, beta, t)
     }
 
     /// `*c ← β·c + t` (β = 0 is a strong zero: C is not read).
@@ -78,29 +95,14 @@ impl CandleBackend {
         };
         Ok(())
     }
-
-    /// The shared part of `add` and `add_projected`: `*c ← β·c + cast(α·P_p(A))`, computed
-    /// in `wide` and cast to C's dtype.
-    #[allow(clippy::too_many_arguments)]
-    fn add_in(
-        &self,
-        c: &mut Tensor,
-        a: &Tensor,
-        p: &Permutation,
-        alpha: f64,
-        beta: f64,
-        wide: DType,
-        dc: DType,
-    ) -> Result<()> {
-        let node = AddNode::new(AddOp::new(p.clone()).alpha(alpha), wide)?;
-        let t = a.apply_op1_no_bwd(&node).map_err(from_candle)?;
-        let t = t.to_dtype(candle_dtype(dc)?).map_err(from_candle)?;
-        Self::axpby(c, beta, t)
-    }
 }
 
 impl Backend for CandleBackend {
     type Tensor = Tensor;
+
+    fn dims(&self, t: &Tensor) -> Dims {
+        t.dims().iter().copied().collect()
+    }
 
     fn name(&self) -> &'static str {
         NAME
@@ -108,10 +110,6 @@ impl Backend for CandleBackend {
 
     fn dtypes(&self) -> &'static [DType] {
         &[DType::F32, DType::F64]
-    }
-
-    fn dims(&self, t: &Tensor) -> Dims {
-        t.dims().iter().copied().collect()
     }
 
     fn dtype(&self, t: &Tensor) -> DType {
@@ -156,15 +154,14 @@ impl Backend for CandleBackend {
         c: &mut Tensor,
         a: &Tensor,
         p: &Permutation,
-        _conj: Conj,
+        _: Conj,
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
-        p.check_add(a.dims(), c.dims())?;
-        let (da, dc) = (self.check(a, "a")?, self.check(c, "c")?);
-        Self::check_promotes("a", da, dc)?;
-        let (alpha, beta) = (alpha.cast(dc, "alpha")?.re(), beta.cast(dc, "beta")?.re());
-        self.add_in(c, a, p, alpha, beta, dc, dc)
+        let [_, dc] = self.served([(a, "a"), (c, "c")])?;
+        let k = check::add(self, c, a, p, alpha, beta)?;
+        let prim = AddOp::new(p.clone()).alpha(k.alpha.re()).into();
+        self.update(c, prim, &[a], k.beta.re(), dc, dc)
     }
 
     fn add_projected(
@@ -172,15 +169,15 @@ impl Backend for CandleBackend {
         c: &mut Tensor,
         a: &Tensor,
         p: &Permutation,
-        _conj: Conj,
+        _: Conj,
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
-        p.check_add(a.dims(), c.dims())?;
-        let (da, dc) = (self.check(a, "a")?, self.check(c, "c")?);
-        let beta = beta.cast(dc, "beta")?.re();
+        let [da, dc] = self.served([(a, "a"), (c, "c")])?;
+        let beta = check::add_projected(self, c, a, p, beta)?.re();
         // Real data: proj(α·A) = Re(α)·A, computed in the wider dtype, rounded to C's.
-        self.add_in(c, a, p, alpha.re(), beta, da.join(dc), dc)
+        let prim = AddOp::new(p.clone()).alpha(alpha.re()).into();
+        self.update(c, prim, &[a], beta, da.join(dc), dc)
     }
 
     fn trace(
@@ -188,17 +185,14 @@ impl Backend for CandleBackend {
         c: &mut Tensor,
         a: &Tensor,
         spec: &TraceSpec,
-        _conj: Conj,
+        _: Conj,
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
-        spec.check(a.dims(), c.dims())?;
-        let (da, dc) = (self.check(a, "a")?, self.check(c, "c")?);
-        Self::check_promotes("a", da, dc)?;
-        let (alpha, beta) = (alpha.cast(dc, "alpha")?.re(), beta.cast(dc, "beta")?.re());
-        let node = TraceNode::new(TraceOp::new(spec.clone()).alpha(alpha), dc)?;
-        let t = a.apply_op1_no_bwd(&node).map_err(from_candle)?;
-        Self::axpby(c, beta, t)
+        let [_, dc] = self.served([(a, "a"), (c, "c")])?;
+        let k = check::trace(self, c, a, spec, alpha, beta)?;
+        let prim = TraceOp::new(spec.clone()).alpha(k.alpha.re()).into();
+        self.update(c, prim, &[a], k.beta.re(), dc, dc)
     }
 
     fn add_to_diagonal(
@@ -206,11 +200,11 @@ impl Backend for CandleBackend {
         a: &mut Tensor,
         c: &Tensor,
         spec: &TraceSpec,
-        _conj: Conj,
+        _: Conj,
         alpha: DynScalar,
     ) -> Result<()> {
-        spec.check(a.dims(), c.dims())?;
-        let (da, dc) = (self.check(a, "a")?, self.check(c, "c")?);
+        let [da, dc] = self.served([(a, "a"), (c, "c")])?;
+        check::add_to_diagonal(self, a, c, spec)?;
         if a.elem_count() == 0 {
             return Ok(());
         }
@@ -223,13 +217,7 @@ impl Backend for CandleBackend {
         let eye = Tensor::eye(q, wide, &self.device)
             .and_then(|e| e.reshape((1, q * q)))
             .map_err(from_candle)?;
-        let order: Vec<usize> = spec
-            .p()
-            .iter()
-            .chain(spec.q1())
-            .chain(spec.q2())
-            .copied()
-            .collect();
+        let order = [spec.p(), spec.q1(), spec.q2()].concat();
         let grouped: Vec<usize> = order.iter().map(|&i| dims[i]).collect();
         let back = Permutation::new(&order)?.inverse();
         let update = c
@@ -251,40 +239,29 @@ impl Backend for CandleBackend {
         a: &Tensor,
         b: &Tensor,
         spec: &ContractSpec,
-        _conj_a: Conj,
-        _conj_b: Conj,
+        _: Conj,
+        _: Conj,
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
-        spec.check(a.dims(), b.dims(), c.dims())?;
-        let (da, db, dc) = (
-            self.check(a, "a")?,
-            self.check(b, "b")?,
-            self.check(c, "c")?,
-        );
-        Self::check_promotes("a", da, dc)?;
-        Self::check_promotes("b", db, dc)?;
-        let (alpha, beta) = (alpha.cast(dc, "alpha")?.re(), beta.cast(dc, "beta")?.re());
-        let node = ContractNode::new(ContractOp::new(spec.clone()).alpha(alpha), dc)?;
-        let t = a.apply_op2_no_bwd(b, &node).map_err(from_candle)?;
-        Self::axpby(c, beta, t)
+        let [_, _, dc] = self.served([(a, "a"), (b, "b"), (c, "c")])?;
+        let k = check::contract(self, c, a, b, spec, alpha, beta)?;
+        let prim = ContractOp::new(spec.clone()).alpha(k.alpha.re()).into();
+        self.update(c, prim, &[a, b], k.beta.re(), dc, dc)
     }
 
     fn inner(&self, x: &Tensor, y: &Tensor) -> Result<DynScalar> {
-        if x.dims() != y.dims() {
-            return Err(Error::shape("y", x.dims(), y.dims()));
-        }
-        let dtype = self.check(x, "x")?.join(self.check(y, "y")?);
+        self.served([(x, "x"), (y, "y")])?;
+        let dtype = check::inner(self, x, y)?;
         // Σ x·y as one GEMM of a 1 × n row and an n × 1 column (no elementwise temporary).
         let all: Vec<usize> = (0..x.rank()).collect();
         let spec = ContractSpec::new(&[], &all, &all, &[], &[])?;
-        let node = ContractNode::new(ContractOp::new(spec), dtype)?;
-        let s = x.apply_op2_no_bwd(y, &node).map_err(from_candle)?;
+        let s = Forward::new(ContractOp::new(spec).into(), dtype)?.apply(&[x, y])?;
         self.scalar(&s)
     }
 
     fn scale(&self, t: &mut Tensor, s: DynScalar) -> Result<()> {
-        let dt = self.check(t, "t")?;
+        let [dt] = self.served([(t, "t")])?;
         let s = s.cast(dt, "s")?.re();
         if s == 0.0 {
             *t = t.zeros_like().map_err(from_candle)?;
@@ -295,10 +272,8 @@ impl Backend for CandleBackend {
     }
 
     fn scalar(&self, t: &Tensor) -> Result<DynScalar> {
-        if t.rank() != 0 {
-            return Err(Error::rank("tensor", 0, t.rank()));
-        }
-        match tensor_dtype(t, "tensor")? {
+        tensor_dtype(t, "tensor")?;
+        match check::scalar(self, t)? {
             DType::F32 => Ok(DynScalar::F32(t.to_scalar().map_err(from_candle)?)),
             _ => Ok(DynScalar::F64(t.to_scalar().map_err(from_candle)?)),
         }

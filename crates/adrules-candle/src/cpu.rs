@@ -7,13 +7,14 @@
 //! computation's is cast first (one contiguous copy). Other dtypes take the device-generic
 //! path of [`crate::kernel`], which reports them.
 
-use adrules_core::{Conj, ContractSpec, Permutation, TraceSpec};
+use adrules_core::Conj;
+use adrules_core::rules::Primitive;
 use adrules_strided::kernels;
 use adrules_strided::{Element, StridedView, StridedViewMut};
 use candle_core::{CpuStorage, DType, Layout, Result, Shape, WithDType};
 
 use crate::convert::to_candle;
-use crate::kernel::{self, View, cast};
+use crate::kernel::{self, View, cast, count_error};
 
 /// An element type served by the CPU fast path: `f32` or `f64`.
 trait Real: Element + WithDType {}
@@ -28,123 +29,44 @@ fn view<'a, T: Real>(v: &'a View<'_, CpuStorage>) -> Result<StridedView<'a, T>> 
     StridedView::new(data, l.dims(), &strides, l.start_offset()).map_err(to_candle)
 }
 
-/// A fresh row-major output of `dims`, written by `f` (which overwrites it: β = 0).
-fn output<T: Real>(
-    dims: &[usize],
-    f: impl FnOnce(&mut StridedViewMut<'_, T>) -> adrules_core::Result<()>,
+/// `α·op(operands)` of one primitive call (β ignored: a fresh output) in `dtype`, the
+/// operands in input order: the strided kernels for f32 and f64, the device-generic path of
+/// [`crate::kernel`] (which reports them) for other dtypes.
+pub(crate) fn forward(
+    prim: &Primitive,
+    x: &[(&CpuStorage, &Layout)],
+    dtype: DType,
 ) -> Result<(CpuStorage, Shape)> {
+    match dtype {
+        DType::F32 => typed::<f32>(prim, x),
+        DType::F64 => typed::<f64>(prim, x),
+        _ => kernel::forward(prim, x, dtype),
+    }
+}
+
+/// [`forward`] in `T`: each operand cast to `T` (a copy only when its dtype differs) and read
+/// in place through its layout; the output is a fresh row-major `Vec` that candle then owns.
+fn typed<T: Real>(prim: &Primitive, x: &[(&CpuStorage, &Layout)]) -> Result<(CpuStorage, Shape)> {
+    let held: Vec<View<'_, CpuStorage>> = x
+        .iter()
+        .map(|&(s, l)| cast(s, l, <T as WithDType>::DTYPE))
+        .collect::<Result<_>>()?;
+    let views: Vec<StridedView<'_, T>> = held.iter().map(view::<T>).collect::<Result<_>>()?;
+    let dims: Vec<&[usize]> = views.iter().map(StridedView::dims).collect();
+    let dims = prim.output_dims(&dims).map_err(to_candle)?;
+    let (alpha, zero) = (<T as WithDType>::from_f64(prim.alpha().re()), T::zero());
     let mut data = vec![T::zero(); dims.iter().product()];
-    let mut out = StridedViewMut::row_major(&mut data, dims).map_err(to_candle)?;
-    f(&mut out).map_err(to_candle)?;
-    Ok((T::to_cpu_storage_owned(data), Shape::from(dims)))
-}
-
-/// Permuted add `α·P_p(A)` in `dtype`.
-pub(crate) fn add(
-    a: &CpuStorage,
-    la: &Layout,
-    perm: &Permutation,
-    alpha: f64,
-    dtype: DType,
-) -> Result<(CpuStorage, Shape)> {
-    fn typed<T: Real>(
-        a: (&CpuStorage, &Layout),
-        p: &Permutation,
-        alpha: f64,
-    ) -> Result<(CpuStorage, Shape)> {
-        let a = cast(a.0, a.1, <T as WithDType>::DTYPE)?;
-        let a = view::<T>(&a)?;
-        let dims = p.apply(a.dims());
-        output(&dims, |c| {
-            kernels::add(
-                c,
-                &a,
-                p,
-                Conj::No,
-                <T as WithDType>::from_f64(alpha),
-                T::zero(),
-            )
-        })
+    let mut c = StridedViewMut::row_major(&mut data, &dims).map_err(to_candle)?;
+    match (prim, views.as_slice()) {
+        (Primitive::Add(o), [a]) => kernels::add(&mut c, a, &o.perm, Conj::No, alpha, zero),
+        (Primitive::Trace(o), [a]) => kernels::trace(&mut c, a, &o.spec, Conj::No, alpha, zero),
+        (Primitive::Contract(o), [a, b]) => {
+            kernels::contract(&mut c, a, b, &o.spec, Conj::No, Conj::No, alpha, zero)
+        }
+        _ => Err(count_error(prim, views.len())),
     }
-    match dtype {
-        DType::F32 => typed::<f32>((a, la), perm, alpha),
-        DType::F64 => typed::<f64>((a, la), perm, alpha),
-        _ => kernel::add(a, la, perm.as_slice(), alpha, dtype),
-    }
-}
-
-/// Partial trace `α·P_p(tr_{q1,q2} A)` in `dtype`.
-pub(crate) fn trace(
-    a: &CpuStorage,
-    la: &Layout,
-    spec: &TraceSpec,
-    alpha: f64,
-    dtype: DType,
-) -> Result<(CpuStorage, Shape)> {
-    fn typed<T: Real>(
-        a: (&CpuStorage, &Layout),
-        spec: &TraceSpec,
-        alpha: f64,
-    ) -> Result<(CpuStorage, Shape)> {
-        let a = cast(a.0, a.1, <T as WithDType>::DTYPE)?;
-        let a = view::<T>(&a)?;
-        let dims = spec.output_dims(a.dims()).map_err(to_candle)?;
-        output(&dims, |c| {
-            kernels::trace(
-                c,
-                &a,
-                spec,
-                Conj::No,
-                <T as WithDType>::from_f64(alpha),
-                T::zero(),
-            )
-        })
-    }
-    match dtype {
-        DType::F32 => typed::<f32>((a, la), spec, alpha),
-        DType::F64 => typed::<f64>((a, la), spec, alpha),
-        _ => kernel::trace(a, la, spec, alpha, dtype),
-    }
-}
-
-/// Pairwise contraction `α·P_pAB(A·B)` in `dtype`.
-pub(crate) fn contract(
-    (a, la): (&CpuStorage, &Layout),
-    (b, lb): (&CpuStorage, &Layout),
-    spec: &ContractSpec,
-    alpha: f64,
-    dtype: DType,
-) -> Result<(CpuStorage, Shape)> {
-    fn typed<T: Real>(
-        a: (&CpuStorage, &Layout),
-        b: (&CpuStorage, &Layout),
-        spec: &ContractSpec,
-        alpha: f64,
-    ) -> Result<(CpuStorage, Shape)> {
-        let (a, b) = (
-            cast(a.0, a.1, <T as WithDType>::DTYPE)?,
-            cast(b.0, b.1, <T as WithDType>::DTYPE)?,
-        );
-        let (a, b) = (view::<T>(&a)?, view::<T>(&b)?);
-        let dims = spec.output_dims(a.dims(), b.dims()).map_err(to_candle)?;
-        output(&dims, |c| {
-            kernels::contract(
-                c,
-                &a,
-                &b,
-                spec,
-                Conj::No,
-                Conj::No,
-                <T as WithDType>::from_f64(alpha),
-                T::zero(),
-            )
-        })
-    }
-    match dtype {
-        DType::F32 => typed::<f32>((a, la), (b, lb), spec, alpha),
-        DType::F64 => typed::<f64>((a, la), (b, lb), spec, alpha),
-        _ => kernel::contract((a, la), (b, lb), spec, alpha, dtype),
-    }
+    .map_err(to_candle)?;
+    Ok((T::to_cpu_storage_owned(data), Shape::from(dims.as_slice())))
 }
 
 #[cfg(test)]
@@ -153,6 +75,8 @@ mod tests {
     //! the strided CPU kernels, both run on CPU storage, on views with offsets, permuted and
     //! broadcast strides, and mixed dtypes.
     use super::*;
+    use adrules_core::rules::{AddOp, ContractOp, TraceOp};
+    use adrules_core::{ContractSpec, Permutation, TraceSpec};
     use candle_core::op::BackpropOp;
     use candle_core::{Device, Storage, Tensor};
 
@@ -190,19 +114,22 @@ mod tests {
 
     #[test]
     fn generic_kernels_agree_with_strided_kernels() {
+        let both = |prim: &Primitive, x: &[(&CpuStorage, &Layout)], dtype: DType| {
+            let fast = to_tensor(forward(prim, x, dtype).unwrap());
+            let generic = to_tensor(kernel::forward(prim, x, dtype).unwrap());
+            max_diff(&fast, &generic)
+        };
         let xs = inputs();
         for x in &xs {
             let (s, l) = cpu_of(x);
             for dtype in [DType::F32, DType::F64] {
                 let tol = if dtype == DType::F32 { 1e-4 } else { 1e-12 };
                 let p = Permutation::new(&[2, 0, 1]).unwrap();
-                let fast = to_tensor(add(&s, &l, &p, 0.5, dtype).unwrap());
-                let generic = to_tensor(kernel::add(&s, &l, p.as_slice(), 0.5, dtype).unwrap());
-                assert!(max_diff(&fast, &generic) <= tol, "add");
+                let add = AddOp::new(p).alpha(0.5).into();
+                assert!(both(&add, &[(&s, &l)], dtype) <= tol, "add");
                 let spec = TraceSpec::new(&[0], &[1], &[2]).unwrap();
-                let fast = to_tensor(trace(&s, &l, &spec, -2.0, dtype).unwrap());
-                let generic = to_tensor(kernel::trace(&s, &l, &spec, -2.0, dtype).unwrap());
-                assert!(max_diff(&fast, &generic) <= tol, "trace");
+                let trace = TraceOp::new(spec).alpha(-2.0).into();
+                assert!(both(&trace, &[(&s, &l)], dtype) <= tol, "trace");
                 for y in &xs {
                     let (t, m) = cpu_of(y);
                     for labels in [
@@ -211,17 +138,14 @@ mod tests {
                         ("abc", "dce", "bead"),
                     ] {
                         let spec = ContractSpec::from_labels(labels.0, labels.1, labels.2).unwrap();
-                        let fast =
-                            to_tensor(contract((&s, &l), (&t, &m), &spec, 1.5, dtype).unwrap());
-                        let generic = to_tensor(
-                            kernel::contract((&s, &l), (&t, &m), &spec, 1.5, dtype).unwrap(),
-                        );
-                        assert!(
-                            max_diff(&fast, &generic) <= tol * 10.0,
-                            "contract {labels:?}"
-                        );
+                        let contract = ContractOp::new(spec).alpha(1.5).into();
+                        let d = both(&contract, &[(&s, &l), (&t, &m)], dtype);
+                        assert!(d <= tol * 10.0, "contract {labels:?}");
                     }
                 }
+                // A wrong number of operands is an error, on both paths.
+                assert!(forward(&add, &[(&s, &l), (&s, &l)], dtype).is_err());
+                assert!(kernel::forward::<CpuStorage>(&add, &[], dtype).is_err());
             }
         }
     }

@@ -3,30 +3,27 @@
 //! as a candle op (the solver is never differentiated).
 //!
 //! # Where each map comes from
-//! Candle has reverse mode only, so:
-//! - `Aᴴ·u` and `Bᴴ·u` (the pullback's maps) are exact VJPs by candle's backward pass: the
-//!   conditions' graph `c(x, y)` is built once at the solution, and each vector `u` costs one
-//!   `backward()` of `⟨c, u⟩` through it (real data, so `Aᴴ = Aᵀ`);
-//! - `A·v` and `B·v` (pushforwards, and a dense `A` for the dense solvers) come from the
-//!   Jacobians materialised row by row from those VJPs: row `i` of `[A B]` is the VJP of the
-//!   unit vector `e_i`. That is `m` backward passes, done once per linearization and only if
-//!   something asks for a forward map or a dense `A`; the products are then exact (no finite
-//!   differences, no second-order autograd, which candle only gives through the
-//!   process-wide `CANDLE_GRAD_DO_NOT_DETACH` switch). A matrix-free adjoint solve
-//!   (GMRES or CG on `Aᴴ`) never triggers it.
-
-use std::sync::OnceLock;
+//! Candle has reverse mode only. The conditions' graph `c(x, y)` is built once at the
+//! solution, and [`CandleConditions`] supplies the core's [`ConditionsVjp`]: the values of
+//! `c` and one vector–Jacobian product, a `backward()` of `⟨c, u⟩` through that graph (real
+//! data, so `Aᴴ = Aᵀ`), giving `Aᴴ·u` and `Bᴴ·u` exactly. The core's [`VjpMaps`] turns that
+//! into the four maps: the adjoint ones by one backward pass per vector, the forward ones
+//! (pushforwards, a dense `A` for the dense solvers) from the Jacobians it assembles from `m`
+//! unit VJPs once, on first use. A matrix-free adjoint solve (GMRES or CG on `Aᴴ`, what
+//! [`Method::Auto`](adrules_core::implicit::Method::Auto) picks for large `m`) never
+//! assembles them: it costs one backward pass per Krylov iteration. No finite differences,
+//! no second-order autograd (which candle only gives through the process-wide
+//! `CANDLE_GRAD_DO_NOT_DETACH` switch).
 
 use adrules_core::implicit::{
-    Conditions, DenseMaps, ImplicitFunction, ImplicitScalar, LinearMaps, Linearization, Point,
-    Structure,
+    Conditions, ConditionsVjp, ImplicitFunction, ImplicitScalar, LinearMaps, Linearization, Point,
+    Structure, VjpMaps,
 };
 use adrules_core::{Backend, Error, HostTensor, Result};
 use candle_core::backprop::GradStore;
 use candle_core::{
     CpuStorage, CudaStorage, CustomOp1, Device, Layout, MetalStorage, Shape, Tensor, Var, WithDType,
 };
-use faer::Mat;
 
 use crate::backend::CandleBackend;
 use crate::convert::{check_device, from_candle, to_candle};
@@ -100,21 +97,20 @@ where
         }
         let c = c.flatten_all().map_err(from_candle)?;
         let values = c.to_vec1::<T>().map_err(from_candle)?;
-        Ok(Box::new(CandleMaps {
+        let vjp = CandleVjp {
             c,
             x,
             y,
             m,
             n: at.x.iter().map(HostTensor::len).sum(),
             values,
-            structure: self.structure,
-            dense: OnceLock::new(),
-        }))
+        };
+        Ok(Box::new(VjpMaps::new(vjp).with_structure(self.structure)))
     }
 }
 
-/// The linear maps of [`CandleConditions`] at one point: the conditions' graph and its leaves.
-struct CandleMaps<T: CandleScalar> {
+/// The conditions of [`CandleConditions`] at one point: their graph and its leaves.
+struct CandleVjp<T: CandleScalar> {
     /// `c(x, y)` flattened, with its graph back to the leaves
     c: Tensor,
     x: Vec<Var>,
@@ -122,109 +118,57 @@ struct CandleMaps<T: CandleScalar> {
     m: usize,
     n: usize,
     values: Vec<T>,
-    structure: Structure,
-    /// `A` and `B` materialised from `m` VJPs, on first use
-    dense: OnceLock<std::result::Result<DenseMaps<T>, Error>>,
 }
 
-impl<T: CandleScalar> CandleMaps<T> {
-    /// One backward pass of `⟨c, u⟩`.
-    fn vjp(&self, u: &[T]) -> Result<GradStore> {
-        let u = Tensor::from_slice(u, self.m, self.c.device()).map_err(from_candle)?;
-        (&self.c * &u)
-            .and_then(|p| p.sum_all())
-            .and_then(|l| l.backward())
-            .map_err(from_candle)
-    }
-
-    /// The gradient of `v` in `grads`, flattened, into `out` (zeros when `c` does not
-    /// depend on `v`).
-    fn write(grads: &GradStore, v: &Var, out: &mut [T]) -> Result<()> {
-        match grads.get(v.as_tensor()) {
-            Some(g) => {
-                let g = g
-                    .flatten_all()
-                    .and_then(|g| g.to_vec1::<T>())
-                    .map_err(from_candle)?;
-                out.copy_from_slice(&g);
-            }
-            None => out.fill(T::zero()),
+/// The gradient of `v` in `grads`, flattened, into `out` (zeros when `c` does not depend on
+/// `v`).
+fn write<T: CandleScalar>(grads: &GradStore, v: &Var, out: &mut [T]) -> Result<()> {
+    match grads.get(v.as_tensor()) {
+        Some(g) => {
+            let g = g
+                .flatten_all()
+                .and_then(|g| g.to_vec1::<T>())
+                .map_err(from_candle)?;
+            out.copy_from_slice(&g);
         }
-        Ok(())
+        None => out.fill(T::zero()),
     }
-
-    /// `out = Bᴴ·u` for one vector.
-    fn write_x(&self, grads: &GradStore, out: &mut [T]) -> Result<()> {
-        let mut offset = 0;
-        for x in &self.x {
-            let len = x.elem_count();
-            Self::write(grads, x, &mut out[offset..offset + len])?;
-            offset += len;
-        }
-        Ok(())
-    }
-
-    /// `A` and `B`, row `i` being the VJP of the unit vector `e_i`.
-    fn dense(&self) -> Result<&DenseMaps<T>> {
-        let built = self.dense.get_or_init(|| {
-            let (mut a, mut b) = (
-                Mat::<T>::zeros(self.m, self.m),
-                Mat::<T>::zeros(self.m, self.n),
-            );
-            let (mut row_a, mut row_b) = (vec![T::zero(); self.m], vec![T::zero(); self.n]);
-            let mut e = vec![T::zero(); self.m];
-            for i in 0..self.m {
-                e[i] = T::one();
-                let grads = self.vjp(&e)?;
-                e[i] = T::zero();
-                Self::write(&grads, &self.y, &mut row_a)?;
-                self.write_x(&grads, &mut row_b)?;
-                row_a.iter().enumerate().for_each(|(j, &v)| a[(i, j)] = v);
-                row_b.iter().enumerate().for_each(|(j, &v)| b[(i, j)] = v);
-            }
-            Ok(DenseMaps::new(a, b)?.with_structure(self.structure))
-        });
-        built.as_ref().map_err(Clone::clone)
-    }
+    Ok(())
 }
 
-impl<T: CandleScalar> LinearMaps<T> for CandleMaps<T> {
+impl<T: CandleScalar> ConditionsVjp<T> for CandleVjp<T> {
     fn num_unknowns(&self) -> usize {
         self.m
     }
+
     fn num_inputs(&self) -> usize {
         self.n
     }
-    fn structure(&self) -> Structure {
-        self.structure
+
+    fn values(&self) -> &[T] {
+        &self.values
     }
-    fn apply_a(&self, v: &[T], out: &mut [T], k: usize) -> Result<()> {
-        self.dense()?.apply_a(v, out, k)
-    }
-    fn apply_a_adjoint(&self, u: &[T], out: &mut [T], k: usize) -> Result<()> {
-        let m = self.m;
-        for j in 0..k {
-            let grads = self.vjp(&u[j * m..(j + 1) * m])?;
-            Self::write(&grads, &self.y, &mut out[j * m..(j + 1) * m])?;
+
+    /// One backward pass of `⟨c, u⟩`: the gradient of `y` is `Aᴴ·u`, those of the inputs,
+    /// concatenated, `Bᴴ·u`.
+    fn vjp(&self, u: &[T], y_bar: Option<&mut [T]>, x_bar: Option<&mut [T]>) -> Result<()> {
+        let u = Tensor::from_slice(u, self.m, self.c.device()).map_err(from_candle)?;
+        let grads = (&self.c * &u)
+            .and_then(|p| p.sum_all())
+            .and_then(|l| l.backward())
+            .map_err(from_candle)?;
+        if let Some(out) = y_bar {
+            write(&grads, &self.y, out)?;
+        }
+        if let Some(out) = x_bar {
+            let mut offset = 0;
+            for x in &self.x {
+                let len = x.elem_count();
+                write(&grads, x, &mut out[offset..offset + len])?;
+                offset += len;
+            }
         }
         Ok(())
-    }
-    fn apply_b(&self, v: &[T], out: &mut [T], k: usize) -> Result<()> {
-        self.dense()?.apply_b(v, out, k)
-    }
-    fn apply_b_adjoint(&self, u: &[T], out: &mut [T], k: usize) -> Result<()> {
-        let (m, n) = (self.m, self.n);
-        for j in 0..k {
-            let grads = self.vjp(&u[j * m..(j + 1) * m])?;
-            self.write_x(&grads, &mut out[j * n..(j + 1) * n])?;
-        }
-        Ok(())
-    }
-    fn dense_a(&self) -> Option<Mat<T>> {
-        self.dense().ok().map(|d| d.a().to_owned())
-    }
-    fn conditions(&self) -> Option<&[T]> {
-        Some(&self.values)
     }
 }
 
@@ -292,10 +236,26 @@ impl<T: CandleScalar> CustomOp1 for ImplicitNode<T> {
 /// `x`. With no input, `y` is returned as a constant.
 ///
 /// # Errors
-/// [`Error::DeviceMismatch`] when the inputs live on different devices;
-/// [`Error::DTypeMismatch`] when an input is not of dtype `T`; the errors of
-/// [`ImplicitFunction::vjp`] (the solver's, the conditions', the linear solver's).
+/// A typed [`Error`] wrapped in candle's error (recover it with
+/// [`adrules_error`](crate::adrules_error)): [`Error::DeviceMismatch`] when the inputs live
+/// on different devices; [`Error::DTypeMismatch`] when an input is not of dtype `T`; the
+/// errors of [`ImplicitFunction::vjp`] (the solver's, the conditions', the linear solver's).
 pub fn implicit<T, Z, A, S, C>(
+    func: &ImplicitFunction<T, Z, A, S, C>,
+    x: &[&Tensor],
+    args: &A,
+) -> candle_core::Result<(Tensor, Z)>
+where
+    T: CandleScalar,
+    A: ?Sized,
+    S: Fn(&[HostTensor], &A) -> Result<(HostTensor, Z)>,
+    C: Conditions<T, Z, A>,
+{
+    record(func, x, args).map_err(to_candle)
+}
+
+/// [`implicit`] with the adrules error.
+fn record<T, Z, A, S, C>(
     func: &ImplicitFunction<T, Z, A, S, C>,
     x: &[&Tensor],
     args: &A,

@@ -17,10 +17,13 @@
 //!
 //! Mixed dtypes are cast to the computation dtype first (a contiguous copy).
 
-use adrules_core::{ContractSpec, TraceSpec};
+use adrules_core::rules::Primitive;
+use adrules_core::{ContractSpec, Error, TraceSpec};
 use candle_core::backend::{BackendDevice, BackendStorage};
 use candle_core::op::ReduceOp;
 use candle_core::{DType, Layout, Result, Shape};
+
+use crate::convert::to_candle;
 
 /// Device storage whose device allocates storage of the same type (every candle backend).
 pub(crate) trait Storage: BackendStorage<Device: BackendDevice<Storage = Self>> {}
@@ -83,8 +86,34 @@ fn zeros<S: Storage>(s: &S, dims: Vec<usize>, dtype: DType) -> Result<(S, Shape)
     Ok((s.device().zeros_impl(&shape, dtype)?, shape))
 }
 
+/// [`Error::CountMismatch`] for `n` operands given to `prim` (the forwards are only built
+/// internally, so this is a guard, not a user error).
+pub(crate) fn count_error(prim: &Primitive, n: usize) -> Error {
+    Error::CountMismatch {
+        arg: "operands".into(),
+        expected: prim.arity(),
+        actual: n,
+    }
+}
+
+/// `α·op(operands)` of one primitive call (β ignored: a fresh output) in `dtype`, the
+/// operands in input order.
+pub(crate) fn forward<S: Storage>(
+    prim: &Primitive,
+    x: &[(&S, &Layout)],
+    dtype: DType,
+) -> Result<(S, Shape)> {
+    let alpha = prim.alpha().re();
+    match (prim, x) {
+        (Primitive::Add(o), &[(a, la)]) => add(a, la, o.perm.as_slice(), alpha, dtype),
+        (Primitive::Trace(o), &[(a, la)]) => trace(a, la, &o.spec, alpha, dtype),
+        (Primitive::Contract(o), &[a, b]) => contract(a, b, &o.spec, alpha, dtype),
+        _ => Err(to_candle(count_error(prim, x.len()))),
+    }
+}
+
 /// Permuted add `α·P_p(A)` in `dtype`.
-pub(crate) fn add<S: Storage>(
+fn add<S: Storage>(
     a: &S,
     la: &Layout,
     perm: &[usize],
@@ -97,7 +126,7 @@ pub(crate) fn add<S: Storage>(
 }
 
 /// Partial trace `α·P_p(tr_{q1,q2} A)` in `dtype`.
-pub(crate) fn trace<S: Storage>(
+fn trace<S: Storage>(
     a: &S,
     la: &Layout,
     spec: &TraceSpec,
@@ -177,7 +206,7 @@ fn matrix<'a, S: Storage>(
 }
 
 /// Pairwise contraction `α·P_pAB(A·B)` in `dtype` (TTGT).
-pub(crate) fn contract<S: Storage>(
+fn contract<S: Storage>(
     (a, la): (&S, &Layout),
     (b, lb): (&S, &Layout),
     spec: &ContractSpec,

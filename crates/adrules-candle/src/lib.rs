@@ -6,8 +6,9 @@
 //! - [`CandleBackend`]: the core [`Backend`](adrules_core::Backend) trait on
 //!   `candle_core::Tensor`, so every rule of `adrules_core` (pullbacks, pushforwards, network
 //!   and implicit-function rules) runs on candle tensors of any device.
-//! - [`add`], [`trace`], [`contract`]: the primitives as differentiable candle ops. Use them
-//!   like any candle op; `loss.backward()` reaches them and calls the shared pullback.
+//! - [`add`], [`trace`], [`contract`]: the primitives as differentiable candle ops, spec
+//!   first (`contract(&op, a, b)`). Use them like any candle op; `loss.backward()` reaches
+//!   them and calls the shared pullback.
 //! - [`einsum`], [`ncon`], [`fn@network`] ([`mod@network`]): tensor networks of any number of
 //!   operands, run as the core's contraction plan with one custom op per step (candle
 //!   differentiates at most three inputs per op; the module explains the design).
@@ -17,7 +18,9 @@
 //!   solver is never differentiated).
 //!
 //! ## How an op is wired into candle's autograd
-//! Each op is a candle custom op (`CustomOp1` for add and trace, `CustomOp2` for contract):
+//! Every op is one candle custom op over the core's
+//! [`Primitive`](adrules_core::rules::Primitive) (`CustomOp1` for add and trace, `CustomOp2`
+//! for contract):
 //! - **forward**, zero-copy on candle's storage: on CPU, the kernels of `adrules-strided`
 //!   (blocked transposing add, TTGT contraction on faer's GEMM, trace on the diagonal view)
 //!   read candle's buffers in place through their layouts (strides, offsets and stride-0
@@ -27,14 +30,15 @@
 //!   operand only when its memory order cannot be handed to the GEMM as a plain or
 //!   transposed matrix. That device-generic code is type-checked in every build (against
 //!   candle's placeholder GPU backends when the features are off) and tested on CPU storage
-//!   against the strided kernels.
+//!   against the strided kernels. [`CandleBackend`]'s primitives run the same forward
+//!   without recording a node.
 //! - **backward**: `CustomOp::bwd` builds the shared pullback at the primal point
-//!   (`ContractOp::pullback_at` and friends in `adrules_core::rules`, no recomputation of the
-//!   primal) on a [`CandleBackend`] for the cotangent's device, and evaluates it: the
-//!   cotangents are contractions, permuted adds or diagonal updates done with the same
-//!   kernels. Only inputs that candle tracks (variables, or tensors computed from one) get a
-//!   cotangent; a constant operand costs nothing. The graph node keeps the op's inputs (which
-//!   candle keeps anyway) and nothing else.
+//!   ([`Primitive::pullback_at`](adrules_core::rules::Primitive::pullback_at), no
+//!   recomputation of the primal) on a [`CandleBackend`] for the cotangent's device, and
+//!   evaluates it: the cotangents are contractions, permuted adds or diagonal updates done
+//!   with the same kernels. Only inputs that candle tracks (variables, or tensors computed
+//!   from one) get a cotangent; a constant operand costs nothing. The graph node keeps the
+//!   op's inputs (which candle keeps anyway) and nothing else.
 //! - Gradients of a tensor used several times are summed by candle, as for its own ops.
 //!
 //! ## Coefficients, flags, dtypes
@@ -45,15 +49,22 @@
 //! are no-ops on real data.
 //!
 //! ## Errors
-//! Every function checks its arguments first and returns a typed [`Error`]: unsupported
-//! dtypes, ranks and shapes that do not fit the spec, operands on different devices. Candle's
-//! own failures become [`Error::Backend`] ([`from_candle`]). Nothing panics inside candle's
-//! backward pass: a failure there is returned as a candle error wrapping our message
-//! ([`to_candle`]), which `backward()` passes on.
+//! Every function checks its arguments first and reports a typed [`Error`]: unsupported
+//! dtypes, ranks and shapes that do not fit the spec, operands on different devices.
+//! - The differentiable ops ([`add`], [`trace`], [`contract`], [`einsum`], [`ncon`],
+//!   [`fn@network`], [`fn@implicit`]) return `candle_core::Result`, as candle's own ops do, so
+//!   `?` works in candle code; the typed error travels inside candle's error ([`to_candle`])
+//!   and [`adrules_error`] gets it back.
+//! - A failure inside candle's backward pass (a pullback given a cotangent of the wrong
+//!   shape, say) is a candle error carrying the typed error, which `backward()` passes on;
+//!   [`try_backward`] runs the backward pass and returns that typed error directly. Nothing
+//!   panics inside the backward pass.
+//! - [`CandleBackend`] implements the core's `Backend` and returns `adrules_core::Result`;
+//!   candle's own failures become [`Error::Backend`] ([`from_candle`]).
 //!
 //! ## Example
 //! ```
-//! use adrules_candle::{candle_core::{Device, Tensor, Var}, contract};
+//! use adrules_candle::{candle_core::{Device, Var}, contract};
 //! use adrules_core::{ContractSpec, rules::ContractOp};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -61,10 +72,17 @@
 //! let b = Var::randn(0f64, 1.0, (4, 3, 5), &Device::Cpu)?;
 //! // c[k, i] = Σ_{j, l} a[i, j, l]·b[l, j, k]
 //! let op = ContractOp::new(ContractSpec::from_labels("ijl", "ljk", "ki")?);
-//! let c = contract(a.as_tensor(), b.as_tensor(), &op)?;
+//! let c = contract(&op, a.as_tensor(), b.as_tensor())?;
 //! assert_eq!(c.dims(), &[5, 2]);
 //! let grads = c.sqr()?.sum_all()?.backward()?;
 //! assert_eq!(grads.get(a.as_tensor()).unwrap().dims(), &[2, 3, 4]);
+//!
+//! // A wrong shape is a typed error inside candle's.
+//! let e = contract(&op, b.as_tensor(), a.as_tensor()).unwrap_err();
+//! assert!(matches!(
+//!     adrules_candle::adrules_error(&e),
+//!     Some(adrules_core::Error::ShapeMismatch { .. })
+//! ));
 //! # Ok(())
 //! # }
 //! ```
@@ -78,6 +96,7 @@
 mod backend;
 mod convert;
 mod cpu;
+mod forward;
 pub mod implicit;
 mod kernel;
 pub mod network;
@@ -87,7 +106,9 @@ pub use backend::CandleBackend;
 /// The candle version this crate is built against (`=0.11.1`), for callers that need the
 /// exact same types.
 pub use candle_core;
-pub use convert::{adrules_dtype, candle_dtype, from_candle, to_candle};
+pub use convert::{
+    adrules_dtype, adrules_error, candle_dtype, from_candle, to_candle, try_backward,
+};
 pub use implicit::{CandleConditions, CandleScalar, implicit};
 pub use network::{einsum, ncon, network};
 pub use ops::{add, contract, trace};

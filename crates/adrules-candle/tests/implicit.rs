@@ -1,14 +1,21 @@
-//! Implicit functions with conditions written in candle: the maps against the core's
-//! finite-difference source, gradients of the candle op against candle's autograd of the
-//! unrolled solver and against finite differences, a training loop, many inputs, errors.
+//! Implicit functions with conditions written in candle: the maps against the
+//! finite-difference source of adrules-testing, gradients of the candle op against candle's
+//! autograd of the unrolled solver and against finite differences, a training loop, many
+//! inputs, errors, and the cost of a matrix-free reverse solve (backward passes counted).
 //!
 //! The function: the fixed point `y = tanh(W·y + b + s·v)` (`W` small, so the map is a
 //! contraction), inputs `x = [W, b, v, s]` (four inputs: more than one candle op can take).
 
-use adrules_candle::candle_core::{DType as CDType, Device, Tensor, Var};
-use adrules_candle::{CandleBackend, CandleConditions, implicit};
-use adrules_core::implicit::{FiniteDifferences, FixedPoint, ImplicitFunction, Point};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use adrules_candle::candle_core::{
+    CpuStorage, CustomOp1, DType as CDType, Device, Layout, Shape, Tensor, Var,
+};
+use adrules_candle::{CandleBackend, CandleConditions, adrules_error, implicit};
+use adrules_core::implicit::{AUTO_DENSE_LIMIT, FixedPoint, ImplicitFunction, Point, Structure};
 use adrules_core::{Backend, DType, Error, HostTensor, Result};
+use adrules_testing::FiniteDifferenceConditions;
 use adrules_testing::{FiniteDifference, Rng, Tolerance, Value};
 
 const M: usize = 6;
@@ -122,9 +129,9 @@ fn maps_match_finite_differences() {
     };
     let ours = adrules_core::implicit::Conditions::<f64, usize, ()>::linearize(&conditions(), &at)
         .unwrap();
-    let fd = FixedPoint::new(FiniteDifferences::new(|p: &Point<'_, usize, ()>| {
-        Ok(map_host(p.x, p.y.as_slice::<f64>()?))
-    }));
+    let fd = FixedPoint::new(FiniteDifferenceConditions::new(
+        |p: &Point<'_, usize, ()>| Ok(map_host(p.x, p.y.as_slice::<f64>()?)),
+    ));
     let theirs = adrules_core::implicit::Conditions::<f64, usize, ()>::linearize(&fd, &at).unwrap();
     let n = ours.num_inputs();
     assert_eq!((ours.num_unknowns(), n), (M, M * M + 2 * M + 1));
@@ -314,7 +321,10 @@ fn bad_input_is_a_typed_error() {
     xs[1] = xs[1].to_dtype(CDType::F32).unwrap();
     let refs: Vec<&Tensor> = xs.iter().collect();
     let e = implicit(&func, &refs, &()).unwrap_err();
-    assert!(matches!(e, Error::DTypeMismatch { .. }), "{e}");
+    assert!(
+        matches!(adrules_error(&e), Some(Error::DTypeMismatch { .. })),
+        "{e}"
+    );
     // Conditions with the wrong number of elements.
     let bad = ImplicitFunction::<f64, _, _, _, _>::new(
         solve,
@@ -326,5 +336,115 @@ fn bad_input_is_a_typed_error() {
     let refs: Vec<Tensor> = xh.iter().map(up).collect();
     let refs: Vec<&Tensor> = refs.iter().collect();
     let e = implicit(&bad, &refs, &()).unwrap_err();
-    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    assert!(
+        matches!(adrules_error(&e), Some(Error::ShapeMismatch { .. })),
+        "{e}"
+    );
+}
+
+/// The identity as a candle op whose backward counts its calls: placed once in the
+/// conditions' graph, it counts the backward passes through them.
+struct Count(Arc<AtomicUsize>);
+
+impl CustomOp1 for Count {
+    fn name(&self) -> &'static str {
+        "count"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        if !l.is_contiguous() || l.start_offset() != 0 {
+            candle_core::bail!("count: a contiguous input is expected");
+        }
+        Ok((s.clone(), l.shape().clone()))
+    }
+
+    fn bwd(&self, _: &Tensor, _: &Tensor, g: &Tensor) -> candle_core::Result<Option<Tensor>> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(Some(g.clone()))
+    }
+}
+
+/// `(D + p·qᵀ)⁻¹·r` for a diagonal `D`, by the Sherman–Morrison formula (host arithmetic).
+fn sherman_morrison(d: &[f64], p: &[f64], q: &[f64], r: &[f64]) -> Vec<f64> {
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    let dr: Vec<f64> = r.iter().zip(d).map(|(r, d)| r / d).collect();
+    let dp: Vec<f64> = p.iter().zip(d).map(|(p, d)| p / d).collect();
+    let s = dot(q, &dr) / (1.0 + dot(q, &dp));
+    dr.iter().zip(&dp).map(|(r, p)| r - s * p).collect()
+}
+
+/// A reverse solve with `m = 300 > AUTO_DENSE_LIMIT` unknowns: `Method::Auto` picks GMRES
+/// (general `A`) or CG (positive-definite tag), which run one backward pass of the
+/// conditions per Krylov iteration and never assemble a Jacobian (that would be 300 passes,
+/// 300 more per factorization in the old adapter). The conditions are linear,
+/// `c(x, y) = (D + u·vᵀ)·y − x`, so the gradient of `⟨w, y⟩` has the closed form
+/// `x̄ = (D + u·vᵀ)⁻ᵀ·w = (D + v·uᵀ)⁻¹·w` (Sherman–Morrison), computed independently here.
+#[test]
+fn matrix_free_reverse_solve_assembles_no_jacobian() {
+    const N: usize = 300;
+    const { assert!(N > AUTO_DENSE_LIMIT) };
+    for structure in [Structure::General, Structure::PositiveDefinite] {
+        let mut rng = Rng::seed(26);
+        let d: Vec<f64> = (0..N).map(|i| 1.0 + i as f64 / N as f64).collect();
+        let mut small = || -> Vec<f64> {
+            (0..N)
+                .map(|_| 0.5 * rng.normal() / (N as f64).sqrt())
+                .collect()
+        };
+        let u = small();
+        let v = if structure == Structure::General {
+            small()
+        } else {
+            u.clone()
+        };
+        let a: Vec<f64> = (0..N * N)
+            .map(|k| {
+                let (i, j) = (k / N, k % N);
+                u[i] * v[j] + if i == j { d[i] } else { 0.0 }
+            })
+            .collect();
+        let a = Tensor::from_vec(a, (N, N), &Device::Cpu).unwrap();
+        let passes = Arc::new(AtomicUsize::new(0));
+        let counter = passes.clone();
+        let conditions = CandleConditions::new(
+            Device::Cpu,
+            move |x: &[Tensor], y: &Tensor, _: &(), _: &()| {
+                let y = y.apply_op1(Count(counter.clone()))?;
+                a.matmul(&y.unsqueeze(1)?)?.squeeze(1)? - &x[0]
+            },
+        )
+        .with_structure(structure);
+        let (du, dv) = (d.clone(), (u.clone(), v.clone()));
+        let solve = move |x: &[HostTensor], _: &()| -> Result<(HostTensor, ())> {
+            let y = sherman_morrison(&du, &dv.0, &dv.1, x[0].as_slice::<f64>()?);
+            Ok((HostTensor::from_vec(&[N], y)?, ()))
+        };
+        let func = ImplicitFunction::<f64, _, _, _, _>::new(solve, conditions);
+        let (xh, w) = (rng.tensor(&[N], DType::F64), rng.tensor(&[N], DType::F64));
+        let x = Var::from_tensor(&up(&xh)).unwrap();
+        let (y, ()) = implicit(&func, &[x.as_tensor()], &()).unwrap();
+        assert_eq!(
+            passes.load(Ordering::Relaxed),
+            0,
+            "{structure:?}: the forward (linearization and factorization) ran backward passes"
+        );
+        let grads = (&y * &up(&w))
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        let n = passes.load(Ordering::Relaxed);
+        assert!(
+            (2..100).contains(&n),
+            "{structure:?}: {n} backward passes (an assembly alone costs {N})"
+        );
+        let want = sherman_morrison(&d, &v, &u, w.as_slice::<f64>().unwrap());
+        close(
+            &down(grads.get(x.as_tensor()).expect("x gets a gradient")),
+            &HostTensor::from_vec(&[N], want).unwrap(),
+            1e-8,
+            &format!("{structure:?}: gradient vs closed form"),
+        );
+    }
 }

@@ -6,7 +6,7 @@
 //!
 //! Plus strided (non-contiguous) inputs, mixed dtypes, a tensor used twice, and typed errors.
 
-use adrules_candle::{CandleBackend, add, contract, trace};
+use adrules_candle::{CandleBackend, add, adrules_error, contract, trace};
 use adrules_core::rules::{Activity, AddOp, ContractOp, TraceOp};
 use adrules_core::{
     Backend, Conj, ContractSpec, DType, DynScalar, Error, HostTensor, Permutation, TraceSpec,
@@ -66,9 +66,9 @@ impl Case {
     /// Our differentiable op.
     fn ours(&self, x: &[Tensor]) -> Tensor {
         match self {
-            Case::Add(op, _) => add(&x[0], op).unwrap(),
-            Case::Trace(op, _) => trace(&x[0], op).unwrap(),
-            Case::Contract(op, _, _) => contract(&x[0], &x[1], op).unwrap(),
+            Case::Add(op, _) => add(op, &x[0]).unwrap(),
+            Case::Trace(op, _) => trace(op, &x[0]).unwrap(),
+            Case::Contract(op, _, _) => contract(op, &x[0], &x[1]).unwrap(),
         }
     }
 
@@ -379,13 +379,13 @@ fn strided_views_are_read_in_place() {
     let op = ContractOp::new(ContractSpec::from_labels("xyz", "zw", "wyx").unwrap()).alpha(0.5);
     let wh = rng.tensor(&[7, 3, 4], DType::F64);
     let (out_v, g_v) = loss_and_grads(
-        &|x| contract(&x[0], &x[1], &op).unwrap(),
+        &|x| contract(&op, &x[0], &x[1]).unwrap(),
         &[a_view.clone(), b_view.clone()],
         &up(&wh),
     );
     let (a_c, b_c) = (a_view.contiguous().unwrap(), b_view.contiguous().unwrap());
     let (out_c, g_c) = loss_and_grads(
-        &|x| contract(&x[0], &x[1], &op).unwrap(),
+        &|x| contract(&op, &x[0], &x[1]).unwrap(),
         &[a_c, b_c],
         &up(&wh),
     );
@@ -406,8 +406,8 @@ fn strided_views_are_read_in_place() {
         .unwrap()
         .narrow(1, 0, 4)
         .unwrap(); // (4, 4, 4)
-    let t_v = trace(&sq, &top).unwrap();
-    let t_c = trace(&sq.contiguous().unwrap(), &top).unwrap();
+    let t_v = trace(&top, &sq).unwrap();
+    let t_c = trace(&top, &sq.contiguous().unwrap()).unwrap();
     check(tol(DType::F64), &down(&t_v), &down(&t_c), "trace of a view");
 }
 
@@ -421,8 +421,8 @@ fn gradients_accumulate_over_uses() {
     let mm = ContractOp::new(ContractSpec::from_labels("ij", "jk", "ik").unwrap());
     let tr = TraceOp::new(TraceSpec::new(&[], &[0], &[1]).unwrap()).alpha(3.0);
     let ours = |x: &[Tensor]| {
-        let y = contract(&x[0], &x[0], &mm).unwrap();
-        y.broadcast_add(&trace(&x[0], &tr).unwrap()).unwrap()
+        let y = contract(&mm, &x[0], &x[0]).unwrap();
+        y.broadcast_add(&trace(&tr, &x[0]).unwrap()).unwrap()
     };
     let theirs = |x: &[Tensor]| {
         let y = x[0].matmul(&x[0]).unwrap();
@@ -449,7 +449,7 @@ fn mixed_dtypes_project_gradients() {
     let w = up(&rng.tensor(&[3, 2], DType::F64));
     let op = ContractOp::new(ContractSpec::from_labels("ij", "jk", "ik").unwrap());
     let (out, g) = loss_and_grads(
-        &|x| contract(&x[0], &x[1], &op).unwrap(),
+        &|x| contract(&op, &x[0], &x[1]).unwrap(),
         &[a.clone(), b.clone()],
         &w,
     );
@@ -471,7 +471,7 @@ fn constants_get_no_gradient() {
     let a = Var::from_tensor(&up(&rng.tensor(&[3, 4], DType::F64))).unwrap();
     let b = up(&rng.tensor(&[4, 2], DType::F64));
     let op = ContractOp::new(ContractSpec::from_labels("ij", "jk", "ik").unwrap());
-    let grads = contract(a.as_tensor(), &b, &op)
+    let grads = contract(&op, a.as_tensor(), &b)
         .unwrap()
         .sum_all()
         .unwrap()
@@ -481,44 +481,121 @@ fn constants_get_no_gradient() {
     assert!(grads.get(&b).is_none());
 }
 
+/// The typed adrules error inside a candle error (the test fails if there is none).
+fn typed(e: candle_core::Error) -> Error {
+    adrules_error(&e)
+        .cloned()
+        .unwrap_or_else(|| panic!("not an adrules error: {e}"))
+}
+
 #[test]
 fn bad_input_is_a_typed_error() {
     let mut rng = Rng::seed(17);
     let a = up(&rng.tensor(&[3, 4], DType::F64));
     let mm = ContractOp::new(ContractSpec::from_labels("ij", "jk", "ik").unwrap());
-    let e = contract(&a, &a.t().unwrap().narrow(0, 0, 3).unwrap(), &mm).unwrap_err();
+    let e = typed(contract(&mm, &a, &a.t().unwrap().narrow(0, 0, 3).unwrap()).unwrap_err());
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
-    let e = contract(&a, &a.flatten_all().unwrap(), &mm).unwrap_err();
+    let e = typed(contract(&mm, &a, &a.flatten_all().unwrap()).unwrap_err());
     assert!(
         matches!(e, Error::RankMismatch { ref arg, .. } if arg == "b"),
         "{e}"
     );
     let half = a.to_dtype(candle_core::DType::F16).unwrap();
-    let e = contract(&half, &a, &mm).unwrap_err();
+    let e = typed(contract(&mm, &half, &a).unwrap_err());
     assert!(matches!(e, Error::Unsupported { .. }), "{e}");
-    let e = contract(&a, &a.t().unwrap(), &mm.clone().beta(1.0)).unwrap_err();
+    let e = typed(contract(&mm.clone().beta(1.0), &a, &a.t().unwrap()).unwrap_err());
     assert!(
         matches!(e, Error::InvalidArgument { ref arg, .. } if arg == "beta"),
         "{e}"
     );
-    let e = contract(
-        &a,
-        &a.t().unwrap(),
-        &mm.clone().alpha(adrules_core::Complex64::new(0.0, 1.0)),
-    )
-    .unwrap_err();
+    let e = typed(
+        contract(
+            &mm.clone().alpha(adrules_core::Complex64::new(0.0, 1.0)),
+            &a,
+            &a.t().unwrap(),
+        )
+        .unwrap_err(),
+    );
     assert!(
         matches!(e, Error::DTypeMismatch { ref arg, .. } if arg == "alpha"),
         "{e}"
     );
-    let e = add(&a, &AddOp::new(Permutation::identity(3))).unwrap_err();
+    let e = typed(add(&AddOp::new(Permutation::identity(3)), &a).unwrap_err());
     assert!(matches!(e, Error::RankMismatch { .. }), "{e}");
-    let e = trace(
-        &up(&rng.tensor(&[3, 4], DType::F64)),
-        &TraceOp::new(TraceSpec::new(&[], &[0], &[1]).unwrap()),
-    )
-    .unwrap_err();
+    let e = typed(
+        trace(
+            &TraceOp::new(TraceSpec::new(&[], &[0], &[1]).unwrap()),
+            &up(&rng.tensor(&[3, 4], DType::F64)),
+        )
+        .unwrap_err(),
+    );
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
     let e = be().from_host(rng.tensor(&[2], DType::C64)).unwrap_err();
     assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    // The message travels with the candle error.
+    let e = contract(&mm, &a, &a).unwrap_err();
+    assert!(e.to_string().contains("expected shape"), "{e}");
+}
+
+/// Failures inside candle's backward pass: `try_backward` returns an adrules error raised
+/// there typed, and candle's own failures as `Error::Backend`; plain `backward()` carries the
+/// typed error inside candle's.
+#[test]
+fn backward_failures_are_typed() {
+    use adrules_candle::try_backward;
+    use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
+
+    /// The identity, whose backward either calls one of our ops with bad arguments (an
+    /// adrules error inside the backward pass) or hands back a cotangent of the wrong shape
+    /// (which candle itself rejects).
+    struct Faulty {
+        adrules: bool,
+    }
+    impl CustomOp1 for Faulty {
+        fn name(&self) -> &'static str {
+            "faulty"
+        }
+        fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+            assert!(l.is_contiguous() && l.start_offset() == 0);
+            Ok((s.clone(), l.shape().clone()))
+        }
+        fn bwd(&self, _: &Tensor, _: &Tensor, g: &Tensor) -> candle_core::Result<Option<Tensor>> {
+            if self.adrules {
+                // g is 3 × 2: tracing its two axes is a shape error.
+                let tr = TraceOp::new(TraceSpec::new(&[], &[0], &[1]).unwrap());
+                return trace(&tr, g).map(Some);
+            }
+            Ok(Some(g.flatten_all()?))
+        }
+    }
+
+    let mut rng = Rng::seed(18);
+    let a = Var::from_tensor(&up(&rng.tensor(&[3, 4], DType::F64))).unwrap();
+    let b = up(&rng.tensor(&[4, 2], DType::F64));
+    let op = ContractOp::new(ContractSpec::from_labels("ij", "jk", "ik").unwrap());
+    let loss = |adrules| {
+        contract(&op, a.as_tensor(), &b)
+            .and_then(|c| c.apply_op1(Faulty { adrules }))
+            .and_then(|c| c.sum_all())
+            .unwrap()
+    };
+    let e = try_backward(&loss(true)).unwrap_err();
+    assert!(
+        matches!(e, Error::ShapeMismatch { ref arg, .. } if arg.starts_with("a (traced axes")),
+        "{e}"
+    );
+    let e = loss(true).backward().unwrap_err();
+    assert!(
+        matches!(adrules_error(&e), Some(Error::ShapeMismatch { .. })),
+        "{e}"
+    );
+    let e = try_backward(&loss(false)).unwrap_err();
+    assert!(
+        matches!(e, Error::Backend { ref message, .. } if message.contains("shape mismatch")),
+        "{e}"
+    );
+    // A good loss goes through.
+    let good = contract(&op, a.as_tensor(), &b).unwrap().sum_all().unwrap();
+    let g = try_backward(&good).unwrap();
+    assert!(g.get(a.as_tensor()).is_some());
 }

@@ -194,3 +194,69 @@ impl Error {
         }
     }
 }
+
+/// Failures inside an engine's backward pass, for engines whose backward cannot return an
+/// error (burn's `Backward::backward` returns nothing; dfdx's backward closures can only
+/// return a message-less `CpuError`).
+///
+/// # Design
+/// An adapter records a node with a [`BackwardReporter`] taken on the thread that builds the
+/// graph ([`BackwardReporter::current`]). When the node's backward fails (on whatever thread
+/// the engine runs it), the adapter hands the typed error to the reporter and gives the
+/// engine what it can take (NaN-filled cotangents for burn, so no gradient is silently wrong;
+/// `CpuError::WrongNumElements` for dfdx, which stops the pass). The error, message kept, is
+/// then read on the thread that built the graph with [`take_backward_errors`], which every
+/// adapter re-exports under that name; each adapter's `try_backward` runs the backward pass
+/// and returns the first such error as `Err`. Errors reported for graphs built on other
+/// threads are not seen, so concurrent training loops do not take each other's errors.
+///
+/// Unread errors are kept up to [`BACKWARD_ERROR_LIMIT`] per thread (oldest dropped first).
+pub mod backward {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, PoisonError};
+    use std::thread::ThreadId;
+
+    use super::Error;
+
+    /// How many unread errors are kept per graph-building thread.
+    pub const BACKWARD_ERROR_LIMIT: usize = 64;
+
+    static LOG: Mutex<Option<HashMap<ThreadId, Vec<Error>>>> = Mutex::new(None);
+
+    /// Where the failures of one recorded node go: the thread that recorded it. `Copy`, so a
+    /// backward closure or node state keeps it for free.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct BackwardReporter {
+        owner: ThreadId,
+    }
+
+    impl BackwardReporter {
+        /// A reporter for a node recorded on the current thread.
+        pub fn current() -> Self {
+            BackwardReporter {
+                owner: std::thread::current().id(),
+            }
+        }
+
+        /// Records `e` for the thread that recorded the node (callable from any thread).
+        pub fn report(&self, e: Error) {
+            let mut log = LOG.lock().unwrap_or_else(PoisonError::into_inner);
+            let errors = log
+                .get_or_insert_with(HashMap::new)
+                .entry(self.owner)
+                .or_default();
+            if errors.len() == BACKWARD_ERROR_LIMIT {
+                errors.remove(0);
+            }
+            errors.push(e);
+        }
+    }
+
+    /// The errors reported inside backward passes of graphs recorded on this thread, oldest
+    /// first, since the last call; the log is emptied. See the [module documentation](self).
+    pub fn take_backward_errors() -> Vec<Error> {
+        let me = std::thread::current().id();
+        let mut log = LOG.lock().unwrap_or_else(PoisonError::into_inner);
+        log.as_mut().and_then(|l| l.remove(&me)).unwrap_or_default()
+    }
+}

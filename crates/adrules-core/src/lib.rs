@@ -15,6 +15,7 @@
 //! - [`alloc`]: allocators for temporaries and the AD-safety rule they keep.
 //! - [`implicit`]: implicit differentiation of functions defined by conditions (roots,
 //!   fixed points, minimizers), with dense and matrix-free linear solvers.
+//! - [`math`]: the derivations of every rule, with their sources.
 //!
 //! ## Conventions
 //! - Axes are 0-based. Permuting by `p`: output axis `m` is input axis `p[m]`.
@@ -38,9 +39,15 @@ pub mod rules;
 pub mod scalar;
 pub mod spec;
 
-pub use alloc::{Allocator, Checkpoint, HeapAllocator, Lifetime};
+/// The derivations of every rule (primitives, networks, implicit functions), with their
+/// sources: the crate's `MATH.md`.
+#[doc = include_str!("../MATH.md")]
+pub mod math {}
+
+pub use alloc::{Allocator, HeapAllocator};
 pub use backend::Backend;
+pub use error::backward::take_backward_errors;
 pub use error::{Error, Result};
 pub use host::{HostData, HostElement, HostTensor};
-pub use scalar::{Complex32, Complex64, DType, DynScalar, Promote, RealScalar, Scalar};
+pub use scalar::{Complex32, Complex64, DType, DynScalar, RealScalar, Scalar};
 pub use spec::{Axes, Conj, ContractSpec, Dims, Permutation, TraceSpec};

@@ -1,7 +1,7 @@
 //! Validated index specifications of the three primitives, and the conjugation flag.
 //!
 //! All axes are 0-based. Conventions (the same as TensorOperations.jl, shifted to 0-based;
-//! see `shared/notes/rules-math.md`):
+//! derived in [`crate::math`]):
 //! - **Permutation** `p`: output axis `m` is input axis `p[m]`, so
 //!   `C[i_0, …] = A[j]` with `j[p[m]] = i_m`, and `dims(C)[m] = dims(A)[p[m]]`.
 //! - **Trace** `(p, q1, q2)`: axis `q1[k]` of A is traced against axis `q2[k]`; the remaining
@@ -155,19 +155,27 @@ impl Permutation {
         self.0.iter().map(|&p| x[p]).collect()
     }
 
+    /// The shape `dims(C)[m] = dims(A)[p[m]]` of the permuted add of an A of shape `a`.
+    ///
+    /// # Errors
+    /// [`Error::RankMismatch`] naming `"a"` when `rank(A) ≠ len(p)`.
+    pub fn output_dims(&self, a: &[usize]) -> Result<Dims> {
+        if a.len() != self.len() {
+            return Err(Error::rank("a", self.len(), a.len()));
+        }
+        Ok(self.apply(a))
+    }
+
     /// Checks the shapes of a permuted add: `rank(A) = rank(C) = len(p)` and
     /// `dims(C)[m] = dims(A)[p[m]]`.
     ///
     /// # Errors
     /// [`Error::RankMismatch`] naming `"a"` or `"c"`, then [`Error::ShapeMismatch`] naming `"c"`.
     pub fn check_add(&self, a: &[usize], c: &[usize]) -> Result<()> {
-        if a.len() != self.len() {
-            return Err(Error::rank("a", self.len(), a.len()));
-        }
+        let expected = self.output_dims(a)?;
         if c.len() != self.len() {
             return Err(Error::rank("c", self.len(), c.len()));
         }
-        let expected = self.apply(a);
         if expected.as_slice() != c {
             return Err(Error::shape("c", &expected, c));
         }

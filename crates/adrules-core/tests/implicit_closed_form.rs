@@ -1,4 +1,4 @@
-//! The closed-form vectors of `shared/notes/implicit.md` (T1, T1c, T1d, T2, T3, T4, T5, T7,
+//! Closed-form implicit-function test vectors (T1, T1c, T1d, T2, T3, T4, T5, T7,
 //! T8, T10, T11, T13), each in forward and reverse mode, with three sources of the linear
 //! maps (dense Jacobians, matrix-free closures, finite differences of the conditions) and
 //! every applicable linear solver (LU and GMRES always; Cholesky and CG where `A` is
@@ -14,10 +14,11 @@ mod implicit_support;
 use std::sync::Arc;
 
 use adrules_core::implicit::{
-    Argmin, Conditions, FiniteDifferences, FixedPoint, FnMaps, ImplicitFunction, LinearMaps,
-    Method, Point, SolverOptions, Structure,
+    Argmin, Conditions, FixedPoint, FnMaps, ImplicitFunction, LinearMaps, Method, Point,
+    SolverOptions, Structure,
 };
 use adrules_core::{DType, HostTensor, Result};
+use adrules_testing::FiniteDifferenceConditions;
 use adrules_testing::{FiniteDifference, Rng, Value, adjoint_mismatch};
 use faer::Mat;
 use implicit_support::*;
@@ -41,7 +42,7 @@ enum Form {
 enum Source {
     Dense,
     MatrixFree,
-    FiniteDifferences,
+    FiniteDifferenceConditions,
 }
 
 struct Scenario {
@@ -823,12 +824,12 @@ fn run<C: Conditions<f64, f64, [HostTensor]>>(
     assert_close(&cv(lin.y()), &c(&s.y), 1e-12, 1e-11, &format!("{label}: y"));
     let (m, n) = (s.y.len(), num_inputs(s));
     // The finite-difference source is accurate to ≈ ε^{2/3}; the others are exact.
-    let tol = if source == Source::FiniteDifferences {
+    let tol = if source == Source::FiniteDifferenceConditions {
         1e-6
     } else {
         1e-9
     };
-    if source == Source::FiniteDifferences {
+    if source == Source::FiniteDifferenceConditions {
         let norm = lin.conditions_norm().expect("FD reports ‖c‖");
         assert!(norm < 1e-12, "{label}: ‖c‖ = {norm:e} at the solution");
     }
@@ -925,8 +926,8 @@ fn source(s: &Scenario, src: Source) -> impl Fn(&P) -> Result<Box<dyn LinearMaps
                 Box::new(adrules_core::implicit::DenseMaps::new(a, b)?.with_structure(tag))
             }
             Source::MatrixFree => Box::new((s.maps)(p)?.with_structure(tag)),
-            Source::FiniteDifferences => {
-                let fd = FiniteDifferences::new(s.c).with_structure(tag);
+            Source::FiniteDifferenceConditions => {
+                let fd = FiniteDifferenceConditions::new(s.c).with_structure(tag);
                 Conditions::<f64, f64, [HostTensor]>::linearize(&fd, p)?
             }
         })
@@ -938,7 +939,11 @@ fn check(s: Scenario) {
     if s.structure.is_definite() {
         methods.extend([Method::Cholesky, Method::Cg]);
     }
-    for src in [Source::Dense, Source::MatrixFree, Source::FiniteDifferences] {
+    for src in [
+        Source::Dense,
+        Source::MatrixFree,
+        Source::FiniteDifferenceConditions,
+    ] {
         for &method in &methods {
             match s.form {
                 Form::Root => run(&s, source(&s, src), method, src),

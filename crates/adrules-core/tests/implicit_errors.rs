@@ -7,10 +7,11 @@ mod implicit_support;
 use std::sync::Arc;
 
 use adrules_core::implicit::{
-    DenseMaps, FiniteDifferences, FnMaps, ImplicitFunction, LinearMaps, Method, OnFailure, Point,
-    SolverOptions, Structure,
+    DenseMaps, FnMaps, ImplicitFunction, LinearMaps, Method, OnFailure, Point, SolverOptions,
+    Structure,
 };
 use adrules_core::{DType, Error, HostTensor, Result};
+use adrules_testing::FiniteDifferenceConditions;
 use adrules_testing::Rng;
 use faer::Mat;
 use implicit_support::*;
@@ -496,7 +497,7 @@ fn maps_of_the_wrong_size_are_rejected() {
         Err(Error::ShapeMismatch { .. })
     ));
     // finite differences of a c of the wrong length
-    let fd = FiniteDifferences::new(|_: &P| Ok(vec![0.0f64; 3]));
+    let fd = FiniteDifferenceConditions::new(|_: &P| Ok(vec![0.0f64; 3]));
     assert!(matches!(
         ImplicitFunction::new(solve, fd).linearize(&x, &()),
         Err(Error::ShapeMismatch { .. })

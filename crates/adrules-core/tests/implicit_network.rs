@@ -6,7 +6,7 @@ mod implicit_support;
 
 use adrules_core::implicit::Linearization;
 use adrules_core::implicit::{
-    FixedPoint, ImplicitFunction, Method, NetworkConditions, Operand, SolverOptions,
+    FixedPoint, ImplicitFunction, Method, NetworkConditions, SolverOptions, TermOperand,
 };
 use adrules_core::network::{Network, NetworkPlan, Order};
 use adrules_core::{Complex64, Error, HostTensor};
@@ -55,10 +55,14 @@ fn linear_solve_matches_the_closed_form() {
         .term(
             1.0,
             plan(&[vec![-1, 1], vec![1]], &[vec![n, n], vec![n]]),
-            &[Operand::Input(0), Operand::Unknown],
+            &[TermOperand::Input(0), TermOperand::Unknown],
         )
         .unwrap()
-        .term(-1.0, plan(&[vec![-1]], &[vec![n]]), &[Operand::Input(1)])
+        .term(
+            -1.0,
+            plan(&[vec![-1]], &[vec![n]]),
+            &[TermOperand::Input(1)],
+        )
         .unwrap();
     for method in [Method::Lu, Method::Gmres] {
         calls.set(0);
@@ -133,16 +137,16 @@ fn eigenvector_conditions_cubic_in_the_unknown() {
         &[vec![n], vec![n, n], vec![n], vec![n]],
     );
     let conditions = NetworkConditions::new(Strided)
-        .term(1.0, mv, &[Operand::Input(0), Operand::Unknown])
+        .term(1.0, mv, &[TermOperand::Input(0), TermOperand::Unknown])
         .unwrap()
         .term(
             -1.0,
             vmvv,
             &[
-                Operand::Unknown,
-                Operand::Input(0),
-                Operand::Unknown,
-                Operand::Unknown,
+                TermOperand::Unknown,
+                TermOperand::Input(0),
+                TermOperand::Unknown,
+                TermOperand::Unknown,
             ],
         )
         .unwrap();
@@ -204,10 +208,14 @@ fn complex_fixed_point_with_a_constant_operand() {
         .term(
             1.0,
             plan(&[vec![-1, 1], vec![1]], &[vec![n, n], vec![n]]),
-            &[Operand::Input(0), Operand::Unknown],
+            &[TermOperand::Input(0), TermOperand::Unknown],
         )
         .unwrap()
-        .term(1.0, plan(&[vec![-1]], &[vec![n]]), &[Operand::Constant(kb)])
+        .term(
+            1.0,
+            plan(&[vec![-1]], &[vec![n]]),
+            &[TermOperand::Constant(kb)],
+        )
         .unwrap();
     let bb = b.clone();
     let solve = move |x: &[HostTensor], _: &()| {
@@ -250,11 +258,15 @@ fn complex_fixed_point_with_a_constant_operand() {
 fn network_conditions_validation() {
     let p = plan(&[vec![-1, 1], vec![1]], &[vec![2, 2], vec![2]]);
     let e = NetworkConditions::new(Strided)
-        .term(1.0, p.clone(), &[Operand::Unknown])
+        .term(1.0, p.clone(), &[TermOperand::Unknown])
         .unwrap_err();
     assert!(matches!(e, Error::CountMismatch { .. }), "{e}");
     let e = NetworkConditions::new(Strided)
-        .term(1.0, p.clone(), &[Operand::Unknown, Operand::Constant(0)])
+        .term(
+            1.0,
+            p.clone(),
+            &[TermOperand::Unknown, TermOperand::Constant(0)],
+        )
         .unwrap_err();
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
     // A term whose output is not y-shaped fails at linearization.
@@ -262,7 +274,7 @@ fn network_conditions_validation() {
         .term(
             1.0,
             plan(&[vec![1], vec![1]], &[vec![2], vec![2]]),
-            &[Operand::Unknown, Operand::Input(0)],
+            &[TermOperand::Unknown, TermOperand::Input(0)],
         )
         .unwrap();
     let solve = |_: &[HostTensor], _: &()| Ok((t64(&[2], vec![1.0, 0.0]), ()));

@@ -5,8 +5,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use adrules_core::network::{Network, NetworkPlan, Order, Step};
-use adrules_core::rules::{AddOp, ContractOp, TraceOp};
+use adrules_core::network::{Network, NetworkPlan, Order};
 use adrules_core::{Backend, DType, Error};
 use adrules_testing::{ReferenceBackend, Rng, Tolerance, Value};
 
@@ -38,30 +37,11 @@ fn evaluate_matches_execute() {
             .evaluate(&refs, |step, inputs| {
                 let d: Vec<Vec<usize>> = inputs.iter().map(|t| be.dims(t).to_vec()).collect();
                 assert_eq!(d.len(), step.inputs().len());
-                let out = match step {
-                    Step::Add { perm, .. } => perm.apply(&d[0]).to_vec(),
-                    Step::Trace { spec, .. } => spec.output_dims(&d[0])?.to_vec(),
-                    Step::Contract { spec, .. } => spec.output_dims(&d[0], &d[1])?.to_vec(),
-                };
+                let out = step.primitive().output_dims(&d)?;
                 assert_eq!(Some(out.as_slice()), plan.step_dims(seen));
                 seen += 1;
                 let mut c = be.zeros(&out, DType::F64)?;
-                match step {
-                    Step::Add { perm, conj, .. } => AddOp::new(perm.clone())
-                        .conj(*conj)
-                        .apply(&be, &mut c, inputs[0])?,
-                    Step::Trace { spec, conj, .. } => TraceOp::new(spec.clone())
-                        .conj(*conj)
-                        .apply(&be, &mut c, inputs[0])?,
-                    Step::Contract {
-                        spec,
-                        conj_a,
-                        conj_b,
-                        ..
-                    } => ContractOp::new(spec.clone())
-                        .conj(*conj_a, *conj_b)
-                        .apply(&be, &mut c, inputs[0], inputs[1])?,
-                }
+                step.primitive().apply(&be, &mut c, inputs)?;
                 Ok(c)
             })
             .unwrap();
@@ -129,7 +109,7 @@ fn evaluate_drops_each_intermediate_after_its_reader() {
             let consumed = plan.steps()[..s]
                 .iter()
                 .flat_map(|p| p.inputs())
-                .filter(|&v| v >= n)
+                .filter(|&&v| v >= n)
                 .count();
             assert_eq!(
                 live.get(),

@@ -63,7 +63,7 @@ fn bench_ops(c: &mut Criterion) {
     group.bench_function("adrules_dfdx_fwd_bwd", |bch| {
         bch.iter(|| {
             let y: Tensor<Rank2<N, N>, f32, Cpu, _> =
-                contract(a.leaky_trace(), b.clone(), &op).expect("contract");
+                contract(&op, a.leaky_trace(), b.clone()).expect("contract");
             (y * w.clone()).sum().backward()
         })
     });
@@ -77,7 +77,7 @@ fn bench_ops(c: &mut Criterion) {
     group.bench_function("adrules_dfdx_fwd", |bch| {
         bch.iter(|| {
             let y: Tensor<Rank2<N, N>, f32, Cpu> =
-                contract(a.clone(), b.clone(), &op).expect("contract");
+                contract(&op, a.clone(), b.clone()).expect("contract");
             y
         })
     });
@@ -103,7 +103,7 @@ fn bench_ops(c: &mut Criterion) {
     group.bench_function("adrules_dfdx_fwd_bwd", |bch| {
         bch.iter(|| {
             let y: Tensor<R4, f64, Cpu, _> =
-                contract(a.leaky_trace(), b.clone(), &op).expect("contract");
+                contract(&op, a.leaky_trace(), b.clone()).expect("contract");
             (y * w.clone()).sum().backward()
         })
     });
@@ -116,7 +116,7 @@ fn bench_ops(c: &mut Criterion) {
     });
     group.bench_function("adrules_dfdx_fwd", |bch| {
         bch.iter(|| {
-            let y: Tensor<R4, f64, Cpu> = contract(a.clone(), b.clone(), &op).expect("contract");
+            let y: Tensor<R4, f64, Cpu> = contract(&op, a.clone(), b.clone()).expect("contract");
             y
         })
     });

@@ -9,6 +9,7 @@
 //! copy-in and copy-out functions the tape ops use): one copy of each operand read (and of C
 //! when β ≠ 0), none of the result.
 
+use adrules_core::backend::check;
 use adrules_core::{
     Backend, Conj, ContractSpec, DType, Dims, DynScalar, Error, HostTensor, Permutation, Result,
     TraceSpec,
@@ -293,24 +294,26 @@ impl DfdxBackend {
         }
     }
 
-    /// C as the strided backend's output operand: a copy of C when β is read, zeros
-    /// otherwise (β = 0 is a strong zero).
-    fn output(&self, c: &DfdxTensor, beta: DynScalar) -> Result<StridedTensor> {
-        if beta.is_zero() {
-            StridedTensor::zeros(&c.dims(), c.dtype())
-        } else {
-            c.to_strided()
-        }
-    }
-
-    /// `update(strided C, …)` then replaces `c` (unchanged on error).
+    /// Runs a strided primitive `f(C, inputs)` on copies, then replaces `c` with the result
+    /// (`c` unchanged on error). Each input is copied once; C is copied when `read_c`, else
+    /// the strided C is zeros (β = 0 is a strong zero: C is not read).
     fn update(
         &self,
         c: &mut DfdxTensor,
-        mut sc: StridedTensor,
-        f: impl FnOnce(&mut StridedTensor) -> Result<()>,
+        read_c: bool,
+        inputs: &[&DfdxTensor],
+        f: impl FnOnce(&mut StridedTensor, &[StridedTensor]) -> Result<()>,
     ) -> Result<()> {
-        f(&mut sc)?;
+        let xs = inputs
+            .iter()
+            .map(|t| t.to_strided())
+            .collect::<Result<Vec<_>>>()?;
+        let mut sc = if read_c {
+            c.to_strided()?
+        } else {
+            StridedTensor::zeros(&c.dims(), c.dtype())?
+        };
+        f(&mut sc, &xs)?;
         *c = self.back(sc)?;
         Ok(())
     }
@@ -366,9 +369,10 @@ impl Backend for DfdxBackend {
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
-        let sa = a.to_strided()?;
-        let sc = self.output(c, beta)?;
-        self.update(c, sc, |sc| Strided.add(sc, &sa, p, conj, alpha, beta))
+        check::add(self, c, a, p, alpha, beta)?;
+        self.update(c, !beta.is_zero(), &[a], |sc, x| {
+            Strided.add(sc, &x[0], p, conj, alpha, beta)
+        })
     }
 
     fn add_projected(
@@ -380,10 +384,9 @@ impl Backend for DfdxBackend {
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
-        let sa = a.to_strided()?;
-        let sc = self.output(c, beta)?;
-        self.update(c, sc, |sc| {
-            Strided.add_projected(sc, &sa, p, conj, alpha, beta)
+        check::add_projected(self, c, a, p, beta)?;
+        self.update(c, !beta.is_zero(), &[a], |sc, x| {
+            Strided.add_projected(sc, &x[0], p, conj, alpha, beta)
         })
     }
 
@@ -396,9 +399,10 @@ impl Backend for DfdxBackend {
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
-        let sa = a.to_strided()?;
-        let sc = self.output(c, beta)?;
-        self.update(c, sc, |sc| Strided.trace(sc, &sa, spec, conj, alpha, beta))
+        check::trace(self, c, a, spec, alpha, beta)?;
+        self.update(c, !beta.is_zero(), &[a], |sc, x| {
+            Strided.trace(sc, &x[0], spec, conj, alpha, beta)
+        })
     }
 
     fn add_to_diagonal(
@@ -409,10 +413,9 @@ impl Backend for DfdxBackend {
         conj: Conj,
         alpha: DynScalar,
     ) -> Result<()> {
-        let sc = c.to_strided()?;
-        let sa = a.to_strided()?;
-        self.update(a, sa, |sa| {
-            Strided.add_to_diagonal(sa, &sc, spec, conj, alpha)
+        check::add_to_diagonal(self, a, c, spec)?;
+        self.update(a, true, &[c], |sa, x| {
+            Strided.add_to_diagonal(sa, &x[0], spec, conj, alpha)
         })
     }
 
@@ -427,26 +430,23 @@ impl Backend for DfdxBackend {
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
-        let (sa, sb) = (a.to_strided()?, b.to_strided()?);
-        let sc = self.output(c, beta)?;
-        self.update(c, sc, |sc| {
-            Strided.contract(sc, &sa, &sb, spec, conj_a, conj_b, alpha, beta)
+        check::contract(self, c, a, b, spec, alpha, beta)?;
+        self.update(c, !beta.is_zero(), &[a, b], |sc, x| {
+            Strided.contract(sc, &x[0], &x[1], spec, conj_a, conj_b, alpha, beta)
         })
     }
 
     fn inner(&self, x: &DfdxTensor, y: &DfdxTensor) -> Result<DynScalar> {
+        check::inner(self, x, y)?;
         Strided.inner(&x.to_strided()?, &y.to_strided()?)
     }
 
     fn scale(&self, t: &mut DfdxTensor, s: DynScalar) -> Result<()> {
-        let st = t.to_strided()?;
-        self.update(t, st, |st| Strided.scale(st, s))
+        self.update(t, true, &[], |st, _| Strided.scale(st, s))
     }
 
     fn scalar(&self, t: &DfdxTensor) -> Result<DynScalar> {
-        if !t.dims().is_empty() {
-            return Err(Error::rank("tensor", 0, t.dims().len()));
-        }
+        check::scalar(self, t)?;
         Strided.scalar(&t.to_strided()?)
     }
 }

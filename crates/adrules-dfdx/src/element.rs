@@ -26,39 +26,28 @@ pub(crate) mod private {
         fn ranked(t: &DfdxTensor) -> Option<&Ranked<Self>>;
     }
 
-    impl Sealed for f32 {
-        fn vec_from_host(h: HostData) -> Option<Vec<f32>> {
-            match h {
-                HostData::F32(v) => Some(v),
-                _ => None,
+    /// `Sealed` for the element type `$t`, stored as `HostData::$v` and `DfdxTensor::$v`.
+    macro_rules! sealed {
+        ($t:ty, $v:ident) => {
+            impl Sealed for $t {
+                fn vec_from_host(h: HostData) -> Option<Vec<$t>> {
+                    match h {
+                        HostData::$v(v) => Some(v),
+                        _ => None,
+                    }
+                }
+                fn into_tensor(r: Ranked<$t>) -> DfdxTensor {
+                    DfdxTensor::$v(r)
+                }
+                fn ranked(t: &DfdxTensor) -> Option<&Ranked<$t>> {
+                    match t {
+                        DfdxTensor::$v(r) => Some(r),
+                        _ => None,
+                    }
+                }
             }
-        }
-        fn into_tensor(r: Ranked<f32>) -> DfdxTensor {
-            DfdxTensor::F32(r)
-        }
-        fn ranked(t: &DfdxTensor) -> Option<&Ranked<f32>> {
-            match t {
-                DfdxTensor::F32(r) => Some(r),
-                _ => None,
-            }
-        }
+        };
     }
-
-    impl Sealed for f64 {
-        fn vec_from_host(h: HostData) -> Option<Vec<f64>> {
-            match h {
-                HostData::F64(v) => Some(v),
-                _ => None,
-            }
-        }
-        fn into_tensor(r: Ranked<f64>) -> DfdxTensor {
-            DfdxTensor::F64(r)
-        }
-        fn ranked(t: &DfdxTensor) -> Option<&Ranked<f64>> {
-            match t {
-                DfdxTensor::F64(r) => Some(r),
-                _ => None,
-            }
-        }
-    }
+    sealed!(f32, F32);
+    sealed!(f64, F64);
 }

@@ -3,14 +3,14 @@
 use adrules_core::implicit::{Conditions, ImplicitFunction, ImplicitScalar};
 use adrules_core::{HostTensor, Result};
 use adrules_strided::Tensor as StridedTensor;
-use dfdx::prelude::{HasShape, PutTape, Shape, Tape, Tensor, TensorFromVec};
+use dfdx::prelude::{PutTape, Shape, Tape, Tensor, TensorFromVec};
 use dfdx::tensor::Cpu;
 
-use crate::bridge::{dims_of, shape_for};
+use crate::bridge::shape_for;
 use crate::element::DfdxElement;
-use crate::error::{from_dfdx, report};
+use crate::error::from_dfdx;
 use crate::operands::Operands;
-use crate::record::{Keys, add_fresh, buffer};
+use crate::record::{add_fresh, record};
 
 /// An implicit function `y(x)` as one dfdx op: the forward pass runs the caller's solver
 /// (never differentiated) on the operands `x`, the backward pass applies the implicit
@@ -63,33 +63,24 @@ where
     C: Conditions<E, Z, A>,
 {
     let xs = x.collect()?;
-    let mut tape = xs.tape;
     if !<X::Tape as Tape<E, Cpu>>::OWNS_TAPE {
         let (y, z) = f.solve(&xs.data, args)?;
-        return Ok((to_dfdx::<Out, E>(&xs.device, y)?.put_tape(tape), z));
+        return Ok((to_dfdx::<Out, E>(&xs.device, y)?.put_tape(xs.tape), z));
     }
     let (y, z, linearization) = f.vjp(&xs.data, args)?;
     let out = to_dfdx::<Out, E>(&xs.device, y)?;
-    let ghost = out.ghost();
-    let keys = Keys {
-        out: buffer(move |g| Ok(&mut **g.get_or_alloc_mut(&ghost)?)),
-        out_dims: dims_of(out.shape()),
-        operands: xs.keys,
-    };
-    tape.add_backward_op(move |grads| {
-        let mut x_bar: Option<Vec<StridedTensor>> = None;
-        report(keys.backward(grads, |c_bar, k, slot| {
-            if x_bar.is_none() {
-                let cots = linearization.vjp(&c_bar.to_host()?)?;
-                x_bar = Some(cots.into_iter().map(StridedTensor::from_host).collect());
-            }
-            match x_bar.as_ref().and_then(|x| x.get(k)) {
-                Some(cot) => add_fresh(slot, cot),
-                None => Ok(()),
-            }
-        }))
+    let mut x_bar: Option<Vec<StridedTensor>> = None;
+    let out = record(out, xs.tape, xs.keys, move |c_bar, k, slot| {
+        if x_bar.is_none() {
+            let cots = linearization.vjp(&c_bar.to_host()?)?;
+            x_bar = Some(cots.into_iter().map(StridedTensor::from_host).collect());
+        }
+        match x_bar.as_ref().and_then(|x| x.get(k)) {
+            Some(cot) => add_fresh(slot, cot),
+            None => Ok(()),
+        }
     });
-    Ok((out.put_tape(tape), z))
+    Ok((out, z))
 }
 
 /// `y` (host data from the solver) as a dfdx tensor of shape type `Out` (moved, no copy).

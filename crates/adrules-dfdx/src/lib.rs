@@ -5,8 +5,11 @@
 //! deliberately small and isolated, for users with typed-shape dfdx models.
 //!
 //! - [`add`], [`trace`], [`contract`]: permuted add, partial trace and pairwise contraction of
-//!   dfdx tensors, recorded on dfdx's tape. Forward and backward run the shared rules of
-//!   [`adrules_core::rules`] ([`AddOp`], [`TraceOp`], [`ContractOp`]) on the strided backend.
+//!   dfdx tensors, recorded on dfdx's tape. Each is one call of the core's
+//!   [`Primitive`](adrules_core::rules::Primitive) ([`AddOp`], [`TraceOp`], [`ContractOp`]),
+//!   forward and backward on the strided backend. As in every adapter, the spec comes first,
+//!   then the operands: `contract(&op, a, b)`, `add(&op, a)`, `trace(&op, a)`,
+//!   `network(&plan, operands)`, `ncon(indices, operands)`, `einsum(subscripts, operands)`.
 //! - [`network`], [`ncon`], [`einsum`]: a whole tensor network (a prepared
 //!   [`NetworkPlan`](adrules_core::network::NetworkPlan), an ncon list or an Einstein string)
 //!   as **one** op; its backward pass is the network pullback of [`adrules_core::network`],
@@ -28,7 +31,7 @@
 //! ## Shapes
 //! dfdx shapes are static-rank tuples (rank ≤ 6) of `Const<N>` or `usize` dimensions. Every
 //! op is generic over its output's shape type `Out`, named by the caller — by annotation,
-//! `let c: Tensor<Rank2<3, 5>, f64, Cpu, _> = contract(a, b, &op)?;`, or turbofish — and
+//! `let c: Tensor<Rank2<3, 5>, f64, Cpu, _> = contract(&op, a, b)?;`, or turbofish — and
 //! checked at run time against the dims the op produces: a wrong rank is
 //! [`Error::RankMismatch`], a `Const` dimension that differs is [`Error::InvalidArgument`]
 //! (argument `"output"`). A `usize` axis accepts any size. Every check runs before anything
@@ -79,7 +82,9 @@
 //! [`Error::Backend`] ([`from_dfdx`]). Nothing panics inside a backward closure, but dfdx's
 //! backward closures can only return its `CpuError`, which has no room for a message:
 //! an adrules failure there is returned to dfdx as `CpuError::WrongNumElements` (stopping the
-//! pass) and its typed error is kept for [`take_backward_error`]. [`try_backward`] runs the
+//! pass) and its typed error is reported to the core's
+//! [`BackwardReporter`](adrules_core::error::backward::BackwardReporter) of the thread that
+//! recorded the op, to be read there with [`take_backward_errors`]. [`try_backward`] runs the
 //! pass and returns that typed error directly. (dfdx's `backward()` unwraps, i.e. panics on
 //! any failure, ours or dfdx's: prefer `try_backward`.)
 //!
@@ -101,7 +106,7 @@
 //! let w: Tensor<Rank3<4, 3, 5>, f64, Cpu> = dev.sample_normal();
 //! // y[k, i] = Σ_{j, l} x[i, j, l]·w[l, j, k], with the tape on the right operand.
 //! let op = ContractOp::new(ContractSpec::from_labels("ijl", "ljk", "ki")?);
-//! let y: Tensor<Rank2<5, 2>, f64, Cpu, _> = contract(x.clone(), w.leaky_trace(), &op)?;
+//! let y: Tensor<Rank2<5, 2>, f64, Cpu, _> = contract(&op, x.clone(), w.leaky_trace())?;
 //! let grads = try_backward(y.square().sum())?;
 //! assert_eq!(grads.get(&w).shape(), &(Const::<4>, Const::<3>, Const::<5>));
 //! assert_eq!(grads.get(&x).shape(), &(Const::<2>, Const::<3>, Const::<4>));
@@ -131,12 +136,16 @@ mod ops;
 mod record;
 mod tape;
 
+/// The typed errors of adrules failures inside dfdx backward passes of graphs built on this
+/// thread (the core's, see [`adrules_core::error::backward`]); [`try_backward`] returns the
+/// first one directly.
+pub use adrules_core::take_backward_errors;
 pub use backend::{DfdxBackend, DfdxTensor, MAX_RANK, Ranked};
 /// The dfdx version this crate is built against (`=0.13.0`), for callers that need the exact
 /// same types.
 pub use dfdx;
 pub use element::DfdxElement;
-pub use error::{from_dfdx, take_backward_error, try_backward};
+pub use error::{from_dfdx, try_backward};
 pub use implicit::implicit;
 pub use network::{einsum, ncon, network};
 pub use operands::Operands;

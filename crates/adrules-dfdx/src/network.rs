@@ -9,9 +9,8 @@ use dfdx::tensor::Cpu;
 
 use crate::bridge::{copy_out, shape_for};
 use crate::element::DfdxElement;
-use crate::error::report;
 use crate::operands::Operands;
-use crate::record::{Keys, add_fresh, buffer};
+use crate::record::{add_fresh, record};
 
 /// Contracts the operands as the prepared network `plan`, as **one** op on dfdx's tape.
 ///
@@ -60,36 +59,26 @@ where
     }
     let out_shape: Out = shape_for(plan.output_dims(), "output")?;
     let xs = operands.collect()?;
-    let mut tape = xs.tape;
     let inputs: Vec<StridedTensor> = xs.data.into_iter().map(StridedTensor::from_host).collect();
     let refs: Vec<&StridedTensor> = inputs.iter().collect();
     if !<X::Tape as Tape<E, Cpu>>::OWNS_TAPE {
         let c = plan.execute(&Strided, &refs)?;
         drop(inputs);
-        return Ok(copy_out(&xs.device, c, out_shape)?.put_tape(tape));
+        return Ok(copy_out(&xs.device, c, out_shape)?.put_tape(xs.tape));
     }
     let (c, pullback) = plan.rrule(&Strided, &refs, &vec![true; refs.len()])?;
     drop(inputs); // the pullback keeps its own handles of what it reads
     let out: Tensor<Out, E, Cpu> = copy_out(&xs.device, c, out_shape)?;
-    let ghost = out.ghost();
-    let keys = Keys {
-        out: buffer(move |g| Ok(&mut **g.get_or_alloc_mut(&ghost)?)),
-        out_dims: plan.output_dims().iter().copied().collect(),
-        operands: xs.keys,
-    };
-    tape.add_backward_op(move |grads| {
-        let mut x_bar: Option<Vec<Option<StridedTensor>>> = None;
-        report(keys.backward(grads, |c_bar, k, slot| {
-            if x_bar.is_none() {
-                x_bar = Some(pullback.pullback(c_bar)?);
-            }
-            match x_bar.as_ref().and_then(|x| x.get(k)) {
-                Some(Some(cot)) => add_fresh(slot, cot),
-                _ => Ok(()),
-            }
-        }))
-    });
-    Ok(out.put_tape(tape))
+    let mut x_bar: Option<Vec<Option<StridedTensor>>> = None;
+    Ok(record(out, xs.tape, xs.keys, move |c_bar, k, slot| {
+        if x_bar.is_none() {
+            x_bar = Some(pullback.pullback(c_bar)?);
+        }
+        match x_bar.as_ref().and_then(|x| x.get(k)) {
+            Some(Some(cot)) => add_fresh(slot, cot),
+            _ => Ok(()),
+        }
+    }))
 }
 
 /// Contracts the operands as the ncon network `indices` (see

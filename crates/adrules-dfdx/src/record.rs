@@ -5,14 +5,15 @@
 //! `Gradients::get_or_alloc_mut(&tensor_or_ghost)`. The ghost types are not nameable outside
 //! dfdx, so each key is captured in a closure ([`Buffer`]) that finds its buffer.
 
+use adrules_core::error::backward::BackwardReporter;
 use adrules_core::{Backend, Conj, Dims, DynScalar, Permutation, Result};
 use adrules_strided::{Strided as StridedBackend, Tensor as Strided};
-use dfdx::prelude::Gradients;
+use dfdx::prelude::{Gradients, HasShape, PutTape, Shape, Tape, Tensor};
 use dfdx::tensor::{Cpu, CpuError};
 
-use crate::bridge::{give_back, lend};
+use crate::bridge::{dims_of, give_back, lend};
 use crate::element::DfdxElement;
-use crate::error::BackwardError;
+use crate::error::{BackwardError, report};
 
 /// Finds (allocating zeros on first use) the gradient buffer of one tensor.
 pub(crate) type Buffer<E> =
@@ -31,10 +32,10 @@ where
 /// What the backward closure of one op needs besides the rule: where the output's and each
 /// operand's gradients live, and their dims (row-major, since every operand was made
 /// contiguous before it was recorded).
-pub(crate) struct Keys<E: DfdxElement> {
-    pub out: Box<Buffer<E>>,
-    pub out_dims: Dims,
-    pub operands: Vec<(Box<Buffer<E>>, Dims)>,
+struct Keys<E: DfdxElement> {
+    out: Box<Buffer<E>>,
+    out_dims: Dims,
+    operands: Vec<(Box<Buffer<E>>, Dims)>,
 }
 
 impl<E: DfdxElement> Keys<E> {
@@ -43,7 +44,7 @@ impl<E: DfdxElement> Keys<E> {
     /// `accumulate(C̄, k, slot)`, which must add operand `k`'s cotangent into it; then moves
     /// every buffer back. Operands are served one at a time, so an operand passed twice (the
     /// same tensor id) receives both contributions.
-    pub(crate) fn backward(
+    fn backward(
         &self,
         grads: &mut Gradients<E, Cpu>,
         mut accumulate: impl FnMut(&Strided, usize, &mut Option<Strided>) -> Result<()>,
@@ -77,6 +78,33 @@ fn operand<E: DfdxElement>(
         give_back(find(grads)?, t)?;
     }
     Ok(r?)
+}
+
+/// Records the backward step of one op whose untraced result is `out` on `tape`, and puts
+/// the tape on the result. `operands` are the keys and dims of the op's operands, in order;
+/// the backward closure lends their gradient buffers, one at a time, to `accumulate` (see
+/// [`Keys::backward`]). A failure inside the closure goes to the [`BackwardReporter`] of the
+/// thread recording the op (here) and stops dfdx's pass with `CpuError::WrongNumElements`.
+pub(crate) fn record<Out, E, T>(
+    out: Tensor<Out, E, Cpu>,
+    mut tape: T,
+    operands: Vec<(Box<Buffer<E>>, Dims)>,
+    mut accumulate: impl FnMut(&Strided, usize, &mut Option<Strided>) -> Result<()> + 'static,
+) -> Tensor<Out, E, Cpu, T>
+where
+    Out: Shape,
+    E: DfdxElement,
+    T: Tape<E, Cpu>,
+{
+    let reporter = BackwardReporter::current();
+    let ghost = out.ghost();
+    let keys = Keys {
+        out: buffer(move |g| Ok(&mut **g.get_or_alloc_mut(&ghost)?)),
+        out_dims: dims_of(out.shape()),
+        operands,
+    };
+    tape.add_backward_op(move |grads| report(reporter, keys.backward(grads, &mut accumulate)));
+    out.put_tape(tape)
 }
 
 /// Adds a freshly computed cotangent `cot` into a lent gradient buffer `slot` (in place).

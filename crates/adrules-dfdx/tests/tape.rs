@@ -56,7 +56,7 @@ where
     } else {
         let all: Vec<usize> = (0..S::NUM_DIMS).collect();
         let spec = ContractSpec::new(&[], &all, &all, &[], &[]).unwrap();
-        contract(c, w, &ContractOp::new(spec)).unwrap()
+        contract(&ContractOp::new(spec), c, w).unwrap()
     }
 }
 
@@ -169,7 +169,7 @@ fn contract_case<Out: Shape, SA: Shape, SB: Shape, E: DfdxElement>(
     );
     macro_rules! placement {
         ($label:expr, $a:expr, $b:expr) => {{
-            let c: Traced<Out, E> = contract($a, $b, &op).unwrap();
+            let c: Traced<Out, E> = contract(&op, $a, $b).unwrap();
             check(
                 tol,
                 &host(&c),
@@ -198,7 +198,7 @@ fn contract_case<Out: Shape, SA: Shape, SB: Shape, E: DfdxElement>(
     placement!("tapes on both", a.leaky_trace(), b.leaky_trace());
 
     // Without a tape: the primal only, and a result without tape.
-    let c: Tensor<Out, E, Cpu> = contract(a.clone(), b.clone(), &op).unwrap();
+    let c: Tensor<Out, E, Cpu> = contract(&op, a.clone(), b.clone()).unwrap();
     check(tol, &host(&c), &want_c, &format!("{name}, no tape: primal"));
 
     fd_check(
@@ -304,8 +304,8 @@ impl Unary {
         a: Tensor<S, E, Cpu, T>,
     ) -> Result<Tensor<Out, E, Cpu, T>> {
         match self {
-            Unary::Add(op) => add(a, op),
-            Unary::Trace(op) => trace(a, op),
+            Unary::Add(op) => add(op, a),
+            Unary::Trace(op) => trace(op, a),
         }
     }
 }
@@ -403,10 +403,7 @@ fn add_and_trace_gradients_match_rules_and_finite_differences() {
 #[test]
 fn operand_passed_twice_gets_both_contributions() {
     let mut rng = Rng::seed(21);
-    let (hx, hw) = (
-        rng.tensor(&[4, 4], DType::F64),
-        rng.tensor(&[4, 4], DType::F64),
-    );
+    let [hx, hw] = [(); 2].map(|_| rng.tensor(&[4, 4], DType::F64));
     let (x, w) = (
         tensor::<Rank2<4, 4>, f64>(&hx),
         tensor::<Rank2<4, 4>, f64>(&hw),
@@ -423,11 +420,11 @@ fn operand_passed_twice_gets_both_contributions() {
     let want = HostTensor::from_vec(&[4, 4], want).unwrap();
     let op = ContractOp::new(ContractSpec::from_labels("ij", "jk", "ik").unwrap());
     let tol = Tolerance::for_dtype(DType::F64);
-    let c: Traced<Rank2<4, 4>, f64> = contract(x.leaky_trace(), x.clone(), &op).unwrap();
+    let c: Traced<Rank2<4, 4>, f64> = contract(&op, x.leaky_trace(), x.clone()).unwrap();
     let g = try_backward((c * w.clone()).sum()).unwrap();
     check(tol, &host(&g.get(&x)), &want, "x·x, tape on the left");
     let xt = x.leaky_trace();
-    let c: Traced<Rank2<4, 4>, f64> = contract(xt.with_empty_tape(), xt, &op).unwrap();
+    let c: Traced<Rank2<4, 4>, f64> = contract(&op, xt.with_empty_tape(), xt).unwrap();
     let g = try_backward((c * w).sum()).unwrap();
     check(tol, &host(&g.get(&x)), &want, "x·x, both traced");
 }
@@ -450,7 +447,7 @@ fn non_contiguous_operands() {
     let op = ContractOp::new(ContractSpec::from_labels("ij", "jk", "ik").unwrap());
     // C = aᵀ·b through a permuted view of `a`, against dfdx's own matmul.
     let at = a.leaky_trace().permute::<Rank2<3, 4>, Axes2<1, 0>>();
-    let c: Traced<Rank2<3, 5>, f64> = contract(at, b.clone(), &op).unwrap();
+    let c: Traced<Rank2<3, 5>, f64> = contract(&op, at, b.clone()).unwrap();
     let native = a
         .leaky_trace()
         .permute::<Rank2<3, 4>, Axes2<1, 0>>()
@@ -492,7 +489,7 @@ fn inside_a_dfdx_graph() {
         (y.tanh() * y2).sum::<Rank0, _>()
     };
     let mine: Traced<Rank2<3, 2>, f64> =
-        contract(x.trace(Gradients::leaky()), w.clone(), &op).unwrap();
+        contract(&op, x.trace(Gradients::leaky()), w.clone()).unwrap();
     let g = try_backward(loss_of(mine)).unwrap();
     let native = x.trace(Gradients::leaky()).matmul(w.clone());
     let gn = try_backward(loss_of(native)).unwrap();
@@ -514,7 +511,7 @@ fn bad_arguments_are_typed_errors() {
     let mm = ContractSpec::from_labels("ij", "jk", "ik").unwrap();
     let op = ContractOp::new(mm.clone());
     // The output shape type: wrong rank, wrong static dimension.
-    let e = contract::<Rank3<2, 4, 1>, _, _, _, _, _>(a.clone(), b.clone(), &op).unwrap_err();
+    let e = contract::<Rank3<2, 4, 1>, _, _, _, _, _>(&op, a.clone(), b.clone()).unwrap_err();
     assert!(
         matches!(
             e,
@@ -526,79 +523,96 @@ fn bad_arguments_are_typed_errors() {
         ),
         "{e}"
     );
-    let e = contract::<Rank2<2, 5>, _, _, _, _, _>(a.clone(), b.clone(), &op).unwrap_err();
+    let e = contract::<Rank2<2, 5>, _, _, _, _, _>(&op, a.clone(), b.clone()).unwrap_err();
     assert!(
         matches!(&e, Error::InvalidArgument { arg, .. } if arg == "output"),
         "{e}"
     );
     assert!(e.to_string().contains("[2, 4]"), "{e}");
     // Operands that do not fit the spec.
-    let e = contract::<R2, _, _, _, _, _>(a.clone(), a.clone(), &op).unwrap_err();
+    let e = contract::<R2, _, _, _, _, _>(&op, a.clone(), a.clone()).unwrap_err();
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
     // β ≠ 0 and a complex α.
-    let e = contract::<R2, _, _, _, _, _>(a.clone(), b.clone(), &op.clone().beta(1.0)).unwrap_err();
+    let e = contract::<R2, _, _, _, _, _>(&op.clone().beta(1.0), a.clone(), b.clone()).unwrap_err();
     assert!(
         matches!(&e, Error::InvalidArgument { arg, .. } if arg == "beta"),
         "{e}"
     );
     let complex = DynScalar::C64(adrules_core::Complex64::new(1.0, 1.0));
-    let e = contract::<R2, _, _, _, _, _>(a.clone(), b, &op.clone().alpha(complex)).unwrap_err();
+    let e = contract::<R2, _, _, _, _, _>(&op.clone().alpha(complex), a.clone(), b).unwrap_err();
     assert!(
         matches!(&e, Error::DTypeMismatch { arg, .. } if arg == "alpha"),
         "{e}"
     );
     // A permutation of the wrong length, a trace spec of the wrong rank.
-    let e = add::<R2, _, _, _>(a.clone(), &AddOp::new(Permutation::identity(3))).unwrap_err();
+    let e = add::<R2, _, _, _>(&AddOp::new(Permutation::identity(3)), a.clone()).unwrap_err();
     assert!(matches!(e, Error::RankMismatch { .. }), "{e}");
     let tr = TraceOp::new(TraceSpec::new(&[], &[0], &[1]).unwrap());
-    let e = trace::<(), _, _, _>(a.clone(), &tr).unwrap_err();
+    let e = trace::<(), _, _, _>(&tr, a.clone()).unwrap_err();
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
-    let e = trace::<(), _, _, _>(a.reshape::<Rank3<1, 2, 3>>(), &tr).unwrap_err();
+    let e = trace::<(), _, _, _>(&tr, a.reshape::<Rank3<1, 2, 3>>()).unwrap_err();
     assert!(matches!(e, Error::RankMismatch { .. }), "{e}");
 }
 
-/// A failure inside the backward pass (here: an output gradient buffer of the wrong length,
-/// planted by a backward op that runs before ours) is returned as our typed error through
-/// `try_backward`, with its message; nothing panics.
-#[test]
-fn backward_failures_are_typed_errors() {
+/// The loss `Σ C` of `C = A·B` (A traced) with a backward op that runs just before ours and
+/// resizes C's gradient buffer to `len` elements (8 is right), so that our backward fails.
+fn planted_failure(len: usize) -> Tensor<Rank0, f64, Cpu, OwnedTape<f64, Cpu>> {
     let dev: Cpu = Default::default();
     let a: Tensor<Rank2<2, 3>, f64, Cpu> = dev.sample_normal();
     let b: Tensor<Rank2<3, 4>, f64, Cpu> = dev.sample_normal();
     let op = ContractOp::new(ContractSpec::from_labels("ij", "jk", "ik").unwrap());
-    let c: Traced<Rank2<2, 4>, f64> = contract(a.leaky_trace(), b, &op).unwrap();
+    let c: Traced<Rank2<2, 4>, f64> = contract(&op, a.leaky_trace(), b).unwrap();
     let (c, mut tape) = c.split_tape();
     let ghost = c.clone();
     tape.add_backward_op(move |g: &mut Gradients<f64, Cpu>| {
-        g.get_or_alloc_mut(&ghost)?.truncate(3);
+        g.get_or_alloc_mut(&ghost)?.resize(len, 0.0);
         Ok(())
     });
-    let loss = c.put_tape(tape).sum::<Rank0, _>();
-    let e = try_backward(loss).unwrap_err();
-    assert!(
-        matches!(&e, Error::ShapeMismatch { arg, expected, actual }
-            if arg == "output cotangent" && expected == &[8] && actual == &[3]),
-        "{e}"
-    );
-    // dfdx's own try_backward reports the failure as its error, and the message waits in
-    // the slot.
-    let b: Tensor<Rank2<3, 4>, f64, Cpu> = dev.sample_normal();
-    let c: Traced<Rank2<2, 4>, f64> = contract(a.leaky_trace(), b, &op).unwrap();
-    let (c, mut tape) = c.split_tape();
-    let ghost = c.clone();
-    tape.add_backward_op(move |g: &mut Gradients<f64, Cpu>| {
-        g.get_or_alloc_mut(&ghost)?.clear();
-        Ok(())
-    });
-    let e = c
-        .put_tape(tape)
-        .sum::<Rank0, _>()
-        .try_backward()
-        .unwrap_err();
+    c.put_tape(tape).sum::<Rank0, _>()
+}
+
+/// Whether `e` is our "output cotangent" shape error for a buffer of `len` elements.
+fn is_cotangent_error(e: &Error, len: usize) -> bool {
+    matches!(e, Error::ShapeMismatch { arg, expected, actual }
+        if arg == "output cotangent" && expected == &[8] && actual == &[len])
+}
+
+/// A failure inside the backward pass (here: an output gradient buffer of the wrong length,
+/// planted by a backward op that runs before ours) is returned as our typed error through
+/// `try_backward`, with its message; nothing panics. dfdx's own `try_backward` reports it as
+/// `CpuError::WrongNumElements` and the typed error waits for `take_backward_errors`; an
+/// error left unread is never reported for a later pass.
+#[test]
+fn backward_failures_are_typed_errors() {
+    use adrules_dfdx::take_backward_errors;
+    take_backward_errors();
+    // dfdx's try_backward: its own error; the typed one is left unread (stale).
+    let e = planted_failure(0).try_backward().unwrap_err();
     assert!(matches!(e, CpuError::WrongNumElements));
-    let e = adrules_dfdx::take_backward_error().expect("the typed error is kept");
-    assert!(e.to_string().contains("output cotangent"), "{e}");
-    assert!(adrules_dfdx::take_backward_error().is_none());
+    // Ours: the error of this pass (3 elements), not the stale one (0 elements).
+    let e = try_backward(planted_failure(3)).unwrap_err();
+    assert!(is_cotangent_error(&e, 3), "{e}");
+    assert!(take_backward_errors().is_empty());
+    // A stale error does not fail a pass that succeeds.
+    assert!(planted_failure(0).try_backward().is_err());
+    assert!(try_backward(planted_failure(8)).is_ok());
+    // The typed error of dfdx's try_backward, read with take_backward_errors.
+    assert!(planted_failure(5).try_backward().is_err());
+    let errors = take_backward_errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(is_cotangent_error(&errors[0], 5), "{}", errors[0]);
+    assert!(errors[0].to_string().contains("output cotangent"));
+    assert!(take_backward_errors().is_empty());
+    // Errors of a graph built on another thread are read there, not here.
+    let other = std::thread::spawn(|| {
+        assert!(planted_failure(2).try_backward().is_err());
+        take_backward_errors()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(other.len(), 1);
+    assert!(is_cotangent_error(&other[0], 2), "{}", other[0]);
+    assert!(take_backward_errors().is_empty());
 }
 
 /// The backward pass lends dfdx's gradient buffers to the rules without copying: the
@@ -628,7 +642,7 @@ fn gradient_buffers_are_updated_in_place() {
         seen_after.set(s);
         Ok(())
     });
-    let c: Traced<Rank2<30, 50>, f64> = contract(at.put_tape(tape), b.clone(), &op).unwrap();
+    let c: Traced<Rank2<30, 50>, f64> = contract(&op, at.put_tape(tape), b.clone()).unwrap();
     // Runs before our op: allocate a's gradient with a marker, note both buffers.
     let (c, mut tape) = c.split_tape();
     out_key.set(Some(c.clone()));

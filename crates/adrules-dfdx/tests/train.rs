@@ -49,7 +49,7 @@ impl<T: Tape<f32, Cpu>> Module<Tensor<Rank3<BATCH, 4, 3>, f32, Cpu, T>> for Cont
     ) -> Result<Self::Output, Error> {
         let op = ContractOp::new(ContractSpec::from_labels("bij", "ijk", "bk")?);
         // The parameter has no tape; the batch carries it (either placement works).
-        contract(x, self.weight.clone(), &op)
+        contract(&op, x, self.weight.clone())
     }
 }
 

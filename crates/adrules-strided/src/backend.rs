@@ -1,5 +1,6 @@
 //! [`Strided`]: the [`Backend`] implementation, dispatching on dtypes to the typed kernels.
 
+use adrules_core::backend::check;
 use adrules_core::{
     Backend, Conj, ContractSpec, DType, Dims, DynScalar, Error, HostTensor, Permutation, Result,
     TraceSpec,
@@ -16,18 +17,6 @@ use crate::tensor::Tensor;
 /// global one, or the pool of an enclosing `ThreadPool::install`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Strided;
-
-fn check_input(arg: &str, input: DType, c: DType) -> Result<()> {
-    if input.promotes_to(c) {
-        Ok(())
-    } else {
-        Err(Error::DTypeMismatch {
-            arg: arg.into(),
-            expected: format!("a dtype that promotes to {c}"),
-            actual: input,
-        })
-    }
-}
 
 fn check_alias(output: &str, out: &Tensor, input: &str, other: &Tensor) -> Result<()> {
     if out.shares_storage(other) {
@@ -80,10 +69,7 @@ impl Backend for Strided {
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
-        p.check_add(a.dims(), c.dims())?;
-        check_input("a", a.dtype(), c.dtype())?;
-        let alpha = alpha.cast(c.dtype(), "alpha")?;
-        let beta = beta.cast(c.dtype(), "beta")?;
+        let check::Coefficients { alpha, beta } = check::add(self, c, a, p, alpha, beta)?;
         check_alias("c", c, "a", a)?;
         with_type!(a.dtype(), TA => with_type!(c.dtype(), TC => {
             let av = a.view::<TA>()?;
@@ -105,8 +91,7 @@ impl Backend for Strided {
         if exact {
             return self.add(c, a, p, conj, alpha, beta);
         }
-        p.check_add(a.dims(), c.dims())?;
-        let beta = beta.cast(c.dtype(), "beta")?;
+        let beta = check::add_projected(self, c, a, p, beta)?;
         check_alias("c", c, "a", a)?;
         with_type!(a.dtype(), TA => with_type!(c.dtype(), TC => {
             let av = a.view::<TA>()?;
@@ -124,10 +109,7 @@ impl Backend for Strided {
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
-        spec.check(a.dims(), c.dims())?;
-        check_input("a", a.dtype(), c.dtype())?;
-        let alpha = alpha.cast(c.dtype(), "alpha")?;
-        let beta = beta.cast(c.dtype(), "beta")?;
+        let check::Coefficients { alpha, beta } = check::trace(self, c, a, spec, alpha, beta)?;
         check_alias("c", c, "a", a)?;
         with_type!(a.dtype(), TA => with_type!(c.dtype(), TC => {
             let av = a.view::<TA>()?;
@@ -144,7 +126,7 @@ impl Backend for Strided {
         conj: Conj,
         alpha: DynScalar,
     ) -> Result<()> {
-        spec.check(a.dims(), c.dims())?;
+        check::add_to_diagonal(self, a, c, spec)?;
         check_alias("a", a, "c", c)?;
         with_type!(c.dtype(), TC => with_type!(a.dtype(), TA => {
             let cv = c.view::<TC>()?;
@@ -164,11 +146,8 @@ impl Backend for Strided {
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
-        spec.check(a.dims(), b.dims(), c.dims())?;
-        check_input("a", a.dtype(), c.dtype())?;
-        check_input("b", b.dtype(), c.dtype())?;
-        let alpha = alpha.cast(c.dtype(), "alpha")?;
-        let beta = beta.cast(c.dtype(), "beta")?;
+        let check::Coefficients { alpha, beta } =
+            check::contract(self, c, a, b, spec, alpha, beta)?;
         check_alias("c", c, "a", a)?;
         check_alias("c", c, "b", b)?;
         with_type!(a.dtype(), TA => with_type!(b.dtype(), TB => with_type!(c.dtype(), TC => {
@@ -188,10 +167,7 @@ impl Backend for Strided {
     }
 
     fn inner(&self, x: &Tensor, y: &Tensor) -> Result<DynScalar> {
-        if x.dims() != y.dims() {
-            return Err(Error::shape("y", x.dims(), y.dims()));
-        }
-        let w = x.dtype().join(y.dtype());
+        let w = check::inner(self, x, y)?;
         with_type!(x.dtype(), TX => with_type!(y.dtype(), TY => with_type!(w, TW => {
             let s: TW = kernels::inner_impl(&x.view::<TX>()?, &y.view::<TY>()?)?;
             Ok(adrules_core::Scalar::to_dyn(s))

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use adrules_core::{Complex32, Complex64, HostElement, Promote, Scalar};
+use adrules_core::scalar::Promote;
+use adrules_core::{Complex32, Complex64, HostElement, Scalar};
 
 use crate::storage::Storage;
 

@@ -76,6 +76,7 @@
 mod backend;
 mod dispatch;
 mod element;
+mod hook;
 pub mod kernels;
 mod layout;
 pub mod pool;

@@ -31,17 +31,17 @@
 //! handle of the pool is dropped. A tensor that is dropped instead of freed returns its memory
 //! to the system, not to the pool.
 
-use std::cell::RefCell;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use adrules_core::{Allocator, Checkpoint, DType, Error, Result};
+use adrules_core::alloc::Checkpoint;
+use adrules_core::{Allocator, DType, Error, Result};
 
 use crate::backend::Strided;
 use crate::dispatch::with_type;
-use crate::element::Element;
 use crate::element::private::Sealed;
+use crate::hook::{self, Recycler};
 use crate::layout;
-use crate::storage::{self, Storage};
+use crate::storage::Storage;
 use crate::tensor::Tensor;
 
 /// Counters of a [`BufferPool`], for tests and tuning.
@@ -101,24 +101,53 @@ impl std::fmt::Debug for BufferPool {
     }
 }
 
-thread_local! {
-    /// The pool installed by [`BufferPool::scope`] on this thread.
-    static CURRENT: RefCell<Option<BufferPool>> = const { RefCell::new(None) };
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    // The state stays consistent between statements, so a panic elsewhere cannot have left
+    // it half-updated: recover from poisoning.
+    state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Restores the previously installed pool when a scope ends (also on unwinding).
-struct Restore(Option<BufferPool>);
-
-impl Drop for Restore {
-    fn drop(&mut self) {
-        let prev = self.0.take();
-        CURRENT.with(|c| *c.borrow_mut() = prev);
+/// The pool's side of the allocation hook: [`BufferPool::scope`] installs the shared state
+/// itself (no new allocation per scope).
+impl Recycler for Mutex<State> {
+    /// The shortest held buffer of `dtype` whose length is between `len` and `2·len` (a
+    /// larger buffer is not wasted on a small tensor).
+    fn recycle(&self, dtype: DType, len: usize) -> Option<Storage> {
+        let mut st = lock(self);
+        st.sweep();
+        let max = len.saturating_mul(2);
+        let best = st
+            .free
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.dtype() == dtype)
+            .map(|(i, s)| (i, s.len()))
+            .filter(|&(_, n)| n >= len && n <= max)
+            .min_by_key(|&(_, n)| n)
+            .map(|(i, _)| i);
+        match best {
+            Some(i) => {
+                st.stats.reused += 1;
+                Some(st.free.swap_remove(i))
+            }
+            None => {
+                st.stats.fresh += 1;
+                None
+            }
+        }
     }
-}
 
-/// The pool installed on this thread, if any.
-pub(crate) fn current() -> Option<BufferPool> {
-    CURRENT.with(|c| c.borrow().clone())
+    /// Into the free list when the pool is now the buffer's sole owner, else into the
+    /// deferred list (see the module docs).
+    fn give(&self, s: Storage) {
+        let mut st = lock(self);
+        if s.is_unique() {
+            st.free.push(s);
+        } else {
+            st.stats.deferred_frees += 1;
+            st.deferred.push(s);
+        }
+    }
 }
 
 impl BufferPool {
@@ -128,9 +157,7 @@ impl BufferPool {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // The state stays consistent between statements, so a panic elsewhere cannot have
-        // left it half-updated: recover from poisoning.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.state)
     }
 
     /// Current counters.
@@ -153,68 +180,12 @@ impl BufferPool {
         st.free.shrink_to_fit();
     }
 
-    /// A buffer of at least `len` elements of `T`, unique (strong count one), recycled when
-    /// possible; zero-filled over its first `len` elements when `zero`.
-    pub(crate) fn take<T: Element>(&self, len: usize, zero: bool) -> Result<Arc<Vec<T>>> {
-        let recycled = {
-            let mut st = self.lock();
-            st.sweep();
-            let max = len.saturating_mul(2);
-            let best = st
-                .free
-                .iter()
-                .enumerate()
-                .filter_map(|(i, s)| T::buffer(s).map(|b| (i, b.len())))
-                .filter(|&(_, n)| n >= len && n <= max)
-                .min_by_key(|&(_, n)| n)
-                .map(|(i, _)| i);
-            match best {
-                Some(i) => {
-                    st.stats.reused += 1;
-                    Some(st.free.swap_remove(i))
-                }
-                None => {
-                    st.stats.fresh += 1;
-                    None
-                }
-            }
-        };
-        let Some(s) = recycled else {
-            return Ok(Arc::new(storage::zeroed::<T>(len)?));
-        };
-        // clone the typed handle out, then drop the untyped one: the count is back to one
-        let buf = T::buffer(&s).cloned();
-        drop(s);
-        let mut buf =
-            buf.ok_or_else(|| Error::invalid("pool", "a recycled buffer changed its dtype"))?;
-        if zero {
-            let v = Arc::get_mut(&mut buf)
-                .ok_or_else(|| Error::invalid("pool", "a recycled buffer is shared"))?;
-            v[..len].fill(T::zero());
-        }
-        Ok(buf)
-    }
-
-    /// Takes a buffer back: into the free list when the pool is now its sole owner, else
-    /// into the deferred list (see the module docs).
-    pub(crate) fn give(&self, s: Storage) {
-        let mut st = self.lock();
-        if s.is_unique() {
-            st.free.push(s);
-        } else {
-            st.stats.deferred_frees += 1;
-            st.deferred.push(s);
-        }
-    }
-
     /// Runs `f` with this pool installed on the current thread: the strided backend then
     /// takes its own buffers (new tensors, copy-on-write copies, contraction scratch space)
     /// from the pool. Scopes nest; the previous pool is restored when `f` returns or unwinds.
     /// Work that `f` hands to other threads (rayon tasks) allocates normally.
     pub fn scope<R>(&self, f: impl FnOnce() -> R) -> R {
-        let prev = CURRENT.with(|c| c.replace(Some(self.clone())));
-        let _restore = Restore(prev);
-        f()
+        hook::scope(self.state.clone(), f)
     }
 }
 
@@ -224,19 +195,19 @@ impl Allocator<Strided> for BufferPool {
         _be: &Strided,
         dims: &[usize],
         dtype: DType,
-        _lifetime: adrules_core::Lifetime,
+        _lifetime: adrules_core::alloc::Lifetime,
     ) -> Result<Tensor> {
         let n = layout::numel(dims)?;
         self.lock().allocations += 1;
         let strides = layout::row_major_strides(dims);
         with_type!(dtype, T => {
-            let buf = self.take::<T>(n, false)?;
+            let buf = hook::take::<T>(&*self.state, n, false)?;
             Tensor::from_storage(T::into_storage(buf), dims, &strides, 0)
         })
     }
 
     fn free(&self, t: Tensor) {
-        self.give(t.into_storage());
+        self.state.give(t.into_storage());
     }
 
     fn checkpoint(&self) -> Checkpoint {
@@ -264,60 +235,12 @@ impl Allocator<Strided> for BufferPool {
     }
 }
 
-/// Scratch space of a kernel: a unique buffer of `len` elements with unspecified contents,
-/// from the pool installed on this thread (given back when dropped) or from the system.
-pub(crate) struct Scratch<T: Element> {
-    ptr: *mut T,
-    buf: Option<(Arc<Vec<T>>, Option<BufferPool>)>,
-}
-
-impl<T: Element> Scratch<T> {
-    /// `len` elements.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when `len` elements do not fit in memory.
-    pub(crate) fn new(len: usize) -> Result<Self> {
-        let pool = current();
-        let mut buf = match &pool {
-            Some(p) => p.take::<T>(len, false)?,
-            None => Arc::new(storage::zeroed::<T>(len)?),
-        };
-        let ptr = Arc::get_mut(&mut buf)
-            .ok_or_else(|| Error::invalid("scratch", "a fresh buffer is shared"))?
-            .as_mut_ptr();
-        Ok(Scratch {
-            ptr,
-            buf: Some((buf, pool)),
-        })
-    }
-
-    /// Pointer to the first element; valid for the requested length while `self` lives.
-    pub(crate) fn as_mut_ptr(&mut self) -> *mut T {
-        self.ptr
-    }
-
-    /// Read-only pointer to the first element.
-    pub(crate) fn as_ptr(&self) -> *const T {
-        self.ptr
-    }
-}
-
-impl<T: Element> Drop for Scratch<T> {
-    fn drop(&mut self) {
-        if let Some((buf, Some(pool))) = self.buf.take() {
-            pool.give(T::into_storage(buf));
-        }
-    }
-}
-
-// SAFETY: the buffer is uniquely owned by the guard (its `Arc` is never cloned), so sending
-// the guard moves exclusive access, like sending a `Vec<T>`.
-unsafe impl<T: Element> Send for Scratch<T> {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use adrules_core::{Backend, Lifetime};
+    use crate::hook::Scratch;
+    use adrules_core::Backend;
+    use adrules_core::alloc::Lifetime;
 
     #[test]
     fn recycles_only_what_it_solely_owns() {
@@ -383,7 +306,7 @@ mod tests {
         let s = pool.scope(|| Scratch::<f64>::new(100)).unwrap();
         drop(s);
         assert_eq!(pool.stats().free_buffers, 1);
-        assert!(current().is_none(), "the scope was not restored");
+        assert!(hook::current().is_none(), "the scope was not restored");
         let s2 = pool.scope(|| Scratch::<f64>::new(100)).unwrap();
         drop(s2);
         assert_eq!(pool.stats().reused, 2);

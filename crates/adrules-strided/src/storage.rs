@@ -1,9 +1,11 @@
 //! Tensor storage and the one place where the backend allocates element buffers.
 //!
 //! Every buffer the backend creates (a new tensor, the copy made by copy-on-write, the
-//! temporaries of a contraction) comes from [`zeroed`], through [`shared`] for tensor
-//! storage and [`Scratch`](crate::pool::Scratch) for kernel scratch space; both take the
-//! buffer from the [`BufferPool`](crate::BufferPool) installed on the thread, if any.
+//! temporaries of a contraction) comes from [`zeroed`], through the allocation hook
+//! ([`hook::shared`](crate::hook::shared) for tensor storage,
+//! [`hook::Scratch`](crate::hook::Scratch) for kernel scratch space), which takes the buffer
+//! from the [`BufferPool`](crate::BufferPool) installed on the thread, if any. This module
+//! knows nothing of pools or hooks.
 
 use std::sync::Arc;
 
@@ -71,32 +73,6 @@ impl Storage {
     /// `true` when no other handle shares the buffer.
     pub fn is_unique(&self) -> bool {
         each!(self, b => Arc::strong_count(b) == 1 && Arc::weak_count(b) == 0)
-    }
-
-    /// A new buffer of `len` zeros.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when `len` elements do not fit in the address space.
-    pub(crate) fn zeros(dtype: DType, len: usize) -> Result<Storage> {
-        Ok(match dtype {
-            DType::F32 => Storage::F32(shared(len, true)?),
-            DType::F64 => Storage::F64(shared(len, true)?),
-            DType::C32 => Storage::C32(shared(len, true)?),
-            DType::C64 => Storage::C64(shared(len, true)?),
-        })
-    }
-}
-
-/// A unique shared buffer of at least `len` elements, whose first `len` are zero when `zero`
-/// (else unspecified): from the [`BufferPool`](crate::BufferPool) installed on this thread by
-/// its `scope` when there is one, else from [`zeroed`].
-///
-/// # Errors
-/// As [`zeroed`].
-pub(crate) fn shared<T: Element>(len: usize, zero: bool) -> Result<Arc<Vec<T>>> {
-    match crate::pool::current() {
-        Some(pool) => pool.take::<T>(len, zero),
-        None => Ok(Arc::new(zeroed(len)?)),
     }
 }
 

@@ -10,10 +10,11 @@ use adrules_core::{
 
 use crate::dispatch::with_type;
 use crate::element::Element;
+use crate::hook;
 use crate::kernels;
 use crate::layout::{self, Strides};
 use crate::storage::{self, Storage};
-use crate::view::{StridedView, StridedViewMut};
+use crate::view::{self, StridedView, StridedViewMut};
 
 /// An owned tensor: a shared buffer ([`Storage`]) and a strided layout.
 ///
@@ -66,7 +67,7 @@ impl Tensor {
         strides: &[isize],
         offset: usize,
     ) -> Result<Tensor> {
-        layout::check_bounds(dims, strides, offset, storage.len())?;
+        let offset = view::checked_offset(dims, strides, offset, storage.len())?;
         Ok(Tensor {
             storage,
             dims: dims.iter().copied().collect(),
@@ -100,7 +101,7 @@ impl Tensor {
     pub fn zeros(dims: &[usize], dtype: DType) -> Result<Tensor> {
         let n = layout::numel(dims)?;
         Self::from_storage(
-            Storage::zeros(dtype, n)?,
+            hook::zeros(dtype, n)?,
             dims,
             &layout::row_major_strides(dims),
             0,
@@ -110,11 +111,14 @@ impl Tensor {
     /// A tensor over a buffer (a `Vec<T>` is moved in, an `Arc<Vec<T>>` is shared) with an
     /// explicit layout: element `i` at `offset + Σ_k i_k·strides[k]`.
     ///
+    /// A layout with a zero-size dimension reaches no element, so any offset and strides are
+    /// accepted for it (column 1 of a `[0, 3]` tensor, say, as numpy allows); its
+    /// [`offset`](Tensor::offset) is then 0.
+    ///
     /// # Errors
     /// [`Error::CountMismatch`] (argument `"strides"`) when `strides.len() != dims.len()`;
-    /// [`Error::InvalidArgument`] (argument `"strides"` or `"offset"`) when an element the
-    /// layout reaches lies outside the buffer, or (argument `"dims"`) when the element count
-    /// overflows.
+    /// [`Error::InvalidArgument`] (argument `"strides"`) when an element the layout reaches
+    /// lies outside the buffer, or (argument `"dims"`) when the element count overflows.
     pub fn from_parts<T: Element>(
         data: impl Into<Arc<Vec<T>>>,
         dims: &[usize],
@@ -224,7 +228,8 @@ impl Tensor {
         &self.strides
     }
 
-    /// Position of element `(0, …, 0)` in the buffer.
+    /// Position of element `(0, …, 0)` in the buffer (0 for a tensor with a zero-size
+    /// dimension, which has no element).
     pub fn offset(&self) -> usize {
         self.offset
     }
@@ -295,7 +300,7 @@ impl Tensor {
         }
         if !self.storage.is_unique() || !layout::is_non_overlapping(&self.dims, &self.strides) {
             let strides = layout::dense_like(&self.dims, &self.strides);
-            let mut buf = storage::shared::<T>(layout::numel(&self.dims)?, !preserve)?;
+            let mut buf = hook::shared::<T>(layout::numel(&self.dims)?, !preserve)?;
             if preserve {
                 let data = Arc::get_mut(&mut buf)
                     .ok_or_else(|| Error::invalid("tensor", "a fresh buffer is shared"))?;
@@ -345,7 +350,8 @@ impl Tensor {
 
     /// Another strided view of the same buffer (shared, no copy): element `i` at
     /// `offset + Σ_k i_k·strides[k]` of the buffer (positions relative to the buffer, not to
-    /// this tensor's layout).
+    /// this tensor's layout). Views with a zero-size dimension are accepted at any offset
+    /// (see [`Tensor::from_parts`]).
     ///
     /// # Errors
     /// As [`Tensor::from_parts`].

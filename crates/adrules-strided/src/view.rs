@@ -30,6 +30,24 @@ fn lowest<T>(ptr: *const T, dims: &[usize], strides: &[isize]) -> Option<(*const
     Some((p, strides.iter().map(|s| s.abs()).collect()))
 }
 
+/// Checks the layout `(dims, strides, offset)` against a buffer of `len` elements and returns
+/// the position of element `(0, …, 0)` to address the view from: `offset` itself, or 0 for a
+/// layout with a zero-size dimension, which reads no element whatever its offset (numpy
+/// accepts `np.zeros((0, 3))[:, 1]` the same way).
+///
+/// # Errors
+/// As [`StridedView::new`].
+pub(crate) fn checked_offset(
+    dims: &[usize],
+    strides: &[isize],
+    offset: usize,
+    len: usize,
+) -> Result<usize> {
+    let offset = if dims.contains(&0) { 0 } else { offset };
+    layout::check_bounds(dims, strides, offset, len)?;
+    Ok(offset)
+}
+
 fn ndarray_shape(dims: &[usize], abs: &[isize]) -> ndarray::StrideShape<IxDyn> {
     IxDyn(dims).strides(IxDyn(&abs.iter().map(|&s| s as usize).collect::<Vec<_>>()))
 }
@@ -81,13 +99,15 @@ impl<T: Element> std::fmt::Debug for StridedView<'_, T> {
 
 impl<'a, T: Element> StridedView<'a, T> {
     /// A view of `data` with shape `dims`, `strides` (in elements) and the position `offset`
-    /// of element `(0, …, 0)`.
+    /// of element `(0, …, 0)`. A view with a zero-size dimension reaches no element and is
+    /// accepted at any offset and strides (its pointer is then the start of `data`).
     ///
     /// # Errors
-    /// [`Error::CountMismatch`] when `strides` and `dims` differ in length;
-    /// [`Error::InvalidArgument`] when an element the layout reaches lies outside `data`.
+    /// [`Error::CountMismatch`] (argument `"strides"`) when `strides` and `dims` differ in
+    /// length; [`Error::InvalidArgument`] (argument `"strides"`) when an element the layout
+    /// reaches lies outside `data`, or (argument `"dims"`) when the element count overflows.
     pub fn new(data: &'a [T], dims: &[usize], strides: &[isize], offset: usize) -> Result<Self> {
-        layout::check_bounds(dims, strides, offset, data.len())?;
+        let offset = checked_offset(dims, strides, offset, data.len())?;
         // SAFETY: bounds checked just above (offset ≤ len, so the pointer stays in or one past
         // the allocation).
         Ok(unsafe { Self::from_raw(data.as_ptr().add(offset), dims, strides) })
@@ -246,7 +266,8 @@ impl<T: Element> std::fmt::Debug for StridedViewMut<'_, T> {
 
 impl<'a, T: Element> StridedViewMut<'a, T> {
     /// A writable view of `data` with shape `dims`, `strides` and the position `offset` of
-    /// element `(0, …, 0)`.
+    /// element `(0, …, 0)`; any offset is accepted for a view with a zero-size dimension, as
+    /// in [`StridedView::new`].
     ///
     /// # Errors
     /// As [`StridedView::new`], plus [`Error::InvalidArgument`] (argument `"strides"`) when
@@ -257,7 +278,7 @@ impl<'a, T: Element> StridedViewMut<'a, T> {
         strides: &[isize],
         offset: usize,
     ) -> Result<Self> {
-        layout::check_bounds(dims, strides, offset, data.len())?;
+        let offset = checked_offset(dims, strides, offset, data.len())?;
         if !layout::is_non_overlapping(dims, strides) {
             return Err(Error::invalid(
                 "strides",

@@ -91,7 +91,12 @@ fn pooled_gradients_equal_heap_gradients_bit_for_bit() {
             for s in 0..plan.steps().len() {
                 let dims = plan.step_dims(s).unwrap();
                 let mut t = pool
-                    .allocate(&be, dims, DType::C64, adrules_core::Lifetime::Temporary)
+                    .allocate(
+                        &be,
+                        dims,
+                        DType::C64,
+                        adrules_core::alloc::Lifetime::Temporary,
+                    )
                     .unwrap();
                 be.scale(&mut t, adrules_core::DynScalar::F64(f64::NAN))
                     .unwrap();

@@ -8,16 +8,24 @@
 //! - [`random`]: seeded random real and complex tensors and scalars;
 //! - [`tolerance`]: per-dtype tolerances and elementwise closeness checks;
 //! - [`value`]: [`Value`], a tensor or a coefficient with the vector-space operations above;
-//! - [`reference`]: a naive loop implementation of the backend trait, the ground truth that
-//!   fast backends are tested against;
-//! - [`oracle`]: replay of the independent reference gradients in `shared/oracles`.
+//! - [`reference`](mod@reference): a naive loop implementation of the backend trait, the
+//!   ground truth that fast backends are tested against;
+//! - [`implicit`]: finite-difference conditions, a reference source of an implicit
+//!   function's linear maps;
+//! - [`oracle`]: replay of independent reference gradients (JSONL oracle files);
+//! - `conformance` (feature `conformance`): the cross-backend conformance suite, split per
+//!   rule group (add, trace, contract, tensorscalar, network, implicit), instantiated for a
+//!   backend by one `conformance_suite!(backend)` call in a test file.
 //!
 //! Complex cotangents follow the convention of the core crate (`z̄ = ∂L/∂re + i·∂L/∂im`), so
 //! for a real loss `L = Re⟨ȳ, y⟩` the adjoint test compares real parts.
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod fd;
+pub mod implicit;
 pub mod oracle;
 pub mod random;
 pub mod reference;
@@ -25,6 +33,7 @@ pub mod tolerance;
 pub mod value;
 
 pub use fd::{FiniteDifference, Stencil, adjoint_mismatch};
+pub use implicit::FiniteDifferenceConditions;
 pub use random::Rng;
 pub use reference::ReferenceBackend;
 pub use tolerance::Tolerance;

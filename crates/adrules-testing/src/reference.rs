@@ -1,13 +1,13 @@
 //! [`ReferenceBackend`]: a deliberately naive implementation of [`Backend`] on host memory.
 //!
 //! Every primitive is a plain loop over multi-indices computed in `Complex64` arithmetic and
-//! projected to the output dtype, written straight from the formulas in
-//! `shared/notes/rules-math.md` with no blocking, fusion or reordering. It is the "naive loop
-//! reference" that fast backends are property-tested against, and a backend on which rules
+//! projected to the output dtype, written straight from the formulas (`adrules_core::math`)
+//! with no blocking, fusion or reordering. It is the "naive loop reference" that fast backends are property-tested against, and a backend on which rules
 //! written by downstream crates can be checked without any engine.
 
 use std::sync::Arc;
 
+use adrules_core::backend::check;
 use adrules_core::{
     Backend, Complex64, Conj, ContractSpec, DType, Dims, DynScalar, Error, HostData, HostTensor,
     Permutation, Result, TraceSpec,
@@ -60,18 +60,6 @@ fn opc(z: Complex64, conj: Conj) -> Complex64 {
     if conj.is_conj() { z.conj() } else { z }
 }
 
-fn check_input(arg: &str, input: DType, c: DType) -> Result<()> {
-    if input.promotes_to(c) {
-        Ok(())
-    } else {
-        Err(Error::DTypeMismatch {
-            arg: arg.into(),
-            expected: format!("a dtype that promotes to {c}"),
-            actual: input,
-        })
-    }
-}
-
 fn check_alias(
     (output, out): (&str, &Arc<HostTensor>),
     other: &Arc<HostTensor>,
@@ -87,23 +75,14 @@ fn check_alias(
     }
 }
 
-/// Writes `C[i] ← β·C[i] + f(i)` for every row-major index `i` of C (strong zero in β).
+/// Writes `C[i] ← β·C[i] + f(i)` for every row-major index `i` of C (strong zero in β; β
+/// already checked against C's dtype by the caller).
 fn update(
     c: &mut Arc<HostTensor>,
     beta: DynScalar,
-    project: bool,
     f: impl Fn(&[usize]) -> Complex64,
 ) -> Result<()> {
     let dtype = c.dtype();
-    if !project {
-        beta.cast(dtype, "beta")?;
-    } else if beta.dtype().is_complex() && !dtype.is_complex() {
-        return Err(Error::DTypeMismatch {
-            arg: "beta".into(),
-            expected: dtype.to_string(),
-            actual: beta.dtype(),
-        });
-    }
     let dims: Vec<usize> = c.dims().to_vec();
     let old = c.data().to_c64_vec();
     let b = beta.to_c64();
@@ -135,17 +114,17 @@ impl ReferenceBackend {
         beta: DynScalar,
         project: bool,
     ) -> Result<()> {
-        p.check_add(a.dims(), c.dims())?;
-        if !project {
-            check_input("a", a.dtype(), c.dtype())?;
-            alpha.cast(c.dtype(), "alpha")?;
+        if project {
+            check::add_projected(self, c, a, p, beta)?;
+        } else {
+            check::add(self, c, a, p, alpha, beta)?;
         }
         check_alias(("c", c), a, "a")?;
         let av = a.data().to_c64_vec();
         let sa = row_major_strides(a.dims());
         let al = alpha.to_c64();
         let ps = p.as_slice().to_vec();
-        update(c, beta, project, |i| {
+        update(c, beta, |i| {
             let mut j = vec![0; ps.len()];
             for (m, &pm) in ps.iter().enumerate() {
                 j[pm] = i[m];
@@ -219,16 +198,14 @@ impl Backend for ReferenceBackend {
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
-        spec.check(a.dims(), c.dims())?;
-        check_input("a", a.dtype(), c.dtype())?;
-        alpha.cast(c.dtype(), "alpha")?;
+        check::trace(self, c, a, spec, alpha, beta)?;
         check_alias(("c", c), a, "a")?;
         let av = a.data().to_c64_vec();
         let sa = row_major_strides(a.dims());
         let qdims: Vec<usize> = spec.q1().iter().map(|&i| a.dims()[i]).collect();
         let al = alpha.to_c64();
         let rank = a.dims().len();
-        update(c, beta, false, |i| {
+        update(c, beta, |i| {
             let mut sum = Complex64::new(0.0, 0.0);
             let mut j = vec![0; rank];
             for (m, &pm) in spec.p().iter().enumerate() {
@@ -253,13 +230,13 @@ impl Backend for ReferenceBackend {
         conj: Conj,
         alpha: DynScalar,
     ) -> Result<()> {
-        spec.check(a.dims(), c.dims())?;
+        check::add_to_diagonal(self, a, c, spec)?;
         check_alias(("a", a), c, "c")?;
         let cv = c.data().to_c64_vec();
         let sc = row_major_strides(c.dims());
         let al = alpha.to_c64();
         let one = DynScalar::one(a.dtype());
-        update(a, one, true, |i| {
+        update(a, one, |i| {
             let on_diagonal = spec.q1().iter().zip(spec.q2()).all(|(&x, &y)| i[x] == i[y]);
             if !on_diagonal {
                 return Complex64::new(0.0, 0.0);
@@ -280,10 +257,7 @@ impl Backend for ReferenceBackend {
         alpha: DynScalar,
         beta: DynScalar,
     ) -> Result<()> {
-        spec.check(a.dims(), b.dims(), c.dims())?;
-        check_input("a", a.dtype(), c.dtype())?;
-        check_input("b", b.dtype(), c.dtype())?;
-        alpha.cast(c.dtype(), "alpha")?;
+        check::contract(self, c, a, b, spec, alpha, beta)?;
         check_alias(("c", c), a, "a")?;
         check_alias(("c", c), b, "b")?;
         let (av, bv) = (a.data().to_c64_vec(), b.data().to_c64_vec());
@@ -292,7 +266,7 @@ impl Backend for ReferenceBackend {
         let perm = spec.perm_ab().as_slice().to_vec();
         let na = spec.open_a().len();
         let al = alpha.to_c64();
-        update(c, beta, false, |i| {
+        update(c, beta, |i| {
             let mut u = vec![0; perm.len()];
             for (m, &pm) in perm.iter().enumerate() {
                 u[pm] = i[m];
@@ -318,9 +292,7 @@ impl Backend for ReferenceBackend {
     }
 
     fn inner(&self, x: &Self::Tensor, y: &Self::Tensor) -> Result<DynScalar> {
-        if x.dims() != y.dims() {
-            return Err(Error::shape("y", x.dims(), y.dims()));
-        }
+        let dtype = check::inner(self, x, y)?;
         let s: Complex64 = x
             .data()
             .to_c64_vec()
@@ -328,7 +300,7 @@ impl Backend for ReferenceBackend {
             .zip(y.data().to_c64_vec())
             .map(|(a, b)| a.conj() * b)
             .sum();
-        Ok(DynScalar::from_c64(s, x.dtype().join(y.dtype())))
+        Ok(DynScalar::from_c64(s, dtype))
     }
 
     fn scale(&self, t: &mut Self::Tensor, s: DynScalar) -> Result<()> {
@@ -354,9 +326,7 @@ impl Backend for ReferenceBackend {
     }
 
     fn scalar(&self, t: &Self::Tensor) -> Result<DynScalar> {
-        if !t.dims().is_empty() {
-            return Err(Error::rank("tensor", 0, t.dims().len()));
-        }
+        check::scalar(self, t)?;
         t.data()
             .get(0)
             .ok_or_else(|| Error::invalid("tensor", "rank-0 tensor without an element"))

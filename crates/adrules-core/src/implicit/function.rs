@@ -43,11 +43,31 @@ pub struct ImplicitFunction<T: ImplicitScalar, Z, A: ?Sized, S, C> {
     marker: PhantomData<fn(&A) -> Z>,
 }
 
+/// The solver of an [`ImplicitFunction`] made with
+/// [`from_conditions`](ImplicitFunction::from_conditions): none. Such a function is
+/// linearized at solutions computed elsewhere ([`ImplicitFunction::linearize_at`]), for
+/// engines whose solver runs on their own tensors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct NoSolver;
+
+impl<T, Z, A, C> ImplicitFunction<T, Z, A, NoSolver, C>
+where
+    T: ImplicitScalar,
+    A: ?Sized,
+    C: Conditions<T, Z, A>,
+{
+    /// The function defined by `conditions`, without a solver: linearize it at solutions
+    /// computed elsewhere with [`linearize_at`](ImplicitFunction::linearize_at). Default
+    /// linear solver and failure policy as [`new`](ImplicitFunction::new).
+    pub fn from_conditions(conditions: C) -> Self {
+        ImplicitFunction::new(NoSolver, conditions)
+    }
+}
+
 impl<T, Z, A, S, C> ImplicitFunction<T, Z, A, S, C>
 where
     T: ImplicitScalar,
     A: ?Sized,
-    S: Fn(&[HostTensor], &A) -> Result<(HostTensor, Z)>,
     C: Conditions<T, Z, A>,
 {
     /// The function computed by `solver` and defined by `conditions`, with the default
@@ -75,35 +95,31 @@ where
         self
     }
 
-    /// Runs the solver (no derivatives).
+    /// Linearizes the conditions at a solution `(y, z)` of `x` computed elsewhere (the solver
+    /// is not run) and prepares the linear solver, as
+    /// [`linearize`](Self::linearize) does after solving. For engines that rebuild the
+    /// linearization in their backward pass from the inputs and the solution they kept.
     ///
     /// # Errors
-    /// [`Error::DTypeMismatch`] when an input or the solver's `y` is not of dtype `T`, and
-    /// whatever the solver reports.
-    pub fn solve(&self, x: &[HostTensor], args: &A) -> Result<(HostTensor, Z)> {
+    /// [`Error::DTypeMismatch`] when an input or `y` is not of dtype `T`;
+    /// [`Error::ShapeMismatch`] when the maps' dimensions disagree with `x` and `y`; the
+    /// errors of the conditions; the errors of [`LinearSolver::factorize`] unless the policy
+    /// is [`OnFailure::NanFill`]. Invalid solver options are always errors.
+    pub fn linearize_at(
+        &self,
+        x: &[HostTensor],
+        y: HostTensor,
+        z: &Z,
+        args: &A,
+    ) -> Result<Linearization<T>> {
         for (i, t) in x.iter().enumerate() {
             typed::<T>(t, &format!("x[{i}]"))?;
         }
-        let (y, z) = (self.solver)(x, args)?;
-        typed::<T>(&y, "y (solver output)")?;
-        Ok((y, z))
-    }
-
-    /// Solves once, linearizes the conditions at the solution and prepares the linear solver
-    /// (for a dense method: builds and factorizes `A` once). The result serves any number of
-    /// pushforwards and pullbacks.
-    ///
-    /// # Errors
-    /// As [`ImplicitFunction::solve`]; [`Error::ShapeMismatch`] when the maps' dimensions
-    /// disagree with `x` and `y`; the errors of the conditions; the errors of
-    /// [`LinearSolver::factorize`] unless the policy is [`OnFailure::NanFill`] (then they
-    /// surface in the statistics of each solve). Invalid solver options are always errors.
-    pub fn linearize(&self, x: &[HostTensor], args: &A) -> Result<(Linearization<T>, Z)> {
-        let (y, z) = self.solve(x, args)?;
+        typed::<T>(&y, "y")?;
         let maps: Arc<dyn LinearMaps<T>> = Arc::from(self.conditions.linearize(&Point {
             x,
             y: &y,
-            byproduct: &z,
+            byproduct: z,
             args,
         })?);
         let n: usize = x.iter().map(HostTensor::len).sum();
@@ -135,7 +151,7 @@ where
             Err(e) if self.on_failure == OnFailure::NanFill && numerical(&e) => Err(e),
             Err(e) => return Err(e),
         };
-        let lin = Linearization {
+        Ok(Linearization {
             inner: Arc::new(Inner {
                 y,
                 x_dims: x
@@ -146,7 +162,43 @@ where
                 factorization,
                 on_failure: self.on_failure,
             }),
-        };
+        })
+    }
+}
+
+impl<T, Z, A, S, C> ImplicitFunction<T, Z, A, S, C>
+where
+    T: ImplicitScalar,
+    A: ?Sized,
+    S: Fn(&[HostTensor], &A) -> Result<(HostTensor, Z)>,
+    C: Conditions<T, Z, A>,
+{
+    /// Runs the solver (no derivatives).
+    ///
+    /// # Errors
+    /// [`Error::DTypeMismatch`] when an input or the solver's `y` is not of dtype `T`, and
+    /// whatever the solver reports.
+    pub fn solve(&self, x: &[HostTensor], args: &A) -> Result<(HostTensor, Z)> {
+        for (i, t) in x.iter().enumerate() {
+            typed::<T>(t, &format!("x[{i}]"))?;
+        }
+        let (y, z) = (self.solver)(x, args)?;
+        typed::<T>(&y, "y (solver output)")?;
+        Ok((y, z))
+    }
+
+    /// Solves once, linearizes the conditions at the solution and prepares the linear solver
+    /// (for a dense method: builds and factorizes `A` once). The result serves any number of
+    /// pushforwards and pullbacks.
+    ///
+    /// # Errors
+    /// As [`ImplicitFunction::solve`]; [`Error::ShapeMismatch`] when the maps' dimensions
+    /// disagree with `x` and `y`; the errors of the conditions; the errors of
+    /// [`LinearSolver::factorize`] unless the policy is [`OnFailure::NanFill`] (then they
+    /// surface in the statistics of each solve). Invalid solver options are always errors.
+    pub fn linearize(&self, x: &[HostTensor], args: &A) -> Result<(Linearization<T>, Z)> {
+        let (y, z) = self.solve(x, args)?;
+        let lin = self.linearize_at(x, y, &z, args)?;
         Ok((lin, z))
     }
 
@@ -161,7 +213,7 @@ where
         x: &[HostTensor],
         args: &A,
         tangents: &[D],
-    ) -> Result<(HostTensor, Z, Tangents)> {
+    ) -> Result<(HostTensor, Z, ImplicitTangents)> {
         let (lin, z) = self.linearize(x, args)?;
         let t = lin.jvp_many(tangents, None)?;
         Ok((lin.y().clone(), z, t))
@@ -188,18 +240,18 @@ fn numerical(e: &Error) -> bool {
     }
 }
 
-/// Tangents returned by the pushforward.
+/// Tangents returned by the implicit pushforward ([`Linearization::jvp_many`]).
 #[derive(Clone, Debug)]
-pub struct Tangents {
+pub struct ImplicitTangents {
     /// `dy_j = J·dx_j` for each direction, shaped like `y`
     pub dy: Vec<HostTensor>,
     /// statistics of the solve `A·dY = −B·dX`
     pub stats: SolveStats,
 }
 
-/// Cotangents returned by the pullback.
+/// Cotangents returned by the implicit pullback ([`Linearization::vjp_many`]).
 #[derive(Clone, Debug)]
-pub struct Cotangents<T> {
+pub struct ImplicitCotangents<T> {
     /// `x̄_j = Jᴴ·ȳ_j` for each output cotangent: one tensor per input, shaped like it
     pub dx: Vec<Vec<HostTensor>>,
     /// the adjoint solutions `u_j` of `Aᴴ·u_j = −ȳ_j` (`m×k`, vector after vector): the
@@ -335,7 +387,7 @@ impl<T: ImplicitScalar> Linearization<T> {
         &self,
         tangents: &[D],
         guess: Option<&[T]>,
-    ) -> Result<Tangents> {
+    ) -> Result<ImplicitTangents> {
         let (m, n, k) = (self.inner.y.len(), self.num_inputs(), tangents.len());
         let mut dx = Vec::with_capacity(n * k);
         for (j, direction) in tangents.iter().enumerate() {
@@ -363,7 +415,7 @@ impl<T: ImplicitScalar> Linearization<T> {
         let dy = (0..k)
             .map(|j| HostTensor::new(dims, T::wrap(dy[j * m..(j + 1) * m].to_vec())))
             .collect::<Result<_>>()?;
-        Ok(Tangents { dy, stats })
+        Ok(ImplicitTangents { dy, stats })
     }
 
     /// Pullback of one output cotangent: `x̄ = Jᴴ·ȳ`, one tensor per input.
@@ -379,13 +431,17 @@ impl<T: ImplicitScalar> Linearization<T> {
 
     /// Pullback of a block of `k` output cotangents: solves `Aᴴ·U = −Ȳ` with `k`
     /// right-hand sides, then `X̄ = Bᴴ·U`. `guess` is an optional initial `U` (`m×k`, for
-    /// example the [`Cotangents::adjoint`] of a previous pullback).
+    /// example the [`ImplicitCotangents::adjoint`] of a previous pullback).
     ///
     /// # Errors
     /// [`Error::ShapeMismatch`] / [`Error::DTypeMismatch`] when a cotangent does not match
     /// `y` or the guess has the wrong length, the solve's errors (see [`OnFailure`]) and the
     /// maps' errors.
-    pub fn vjp_many(&self, y_bars: &[HostTensor], guess: Option<&[T]>) -> Result<Cotangents<T>> {
+    pub fn vjp_many(
+        &self,
+        y_bars: &[HostTensor],
+        guess: Option<&[T]>,
+    ) -> Result<ImplicitCotangents<T>> {
         let (m, n, k) = (self.inner.y.len(), self.num_inputs(), y_bars.len());
         let mut rhs = Vec::with_capacity(m * k);
         for (j, t) in y_bars.iter().enumerate() {
@@ -415,7 +471,7 @@ impl<T: ImplicitScalar> Linearization<T> {
                     .collect::<Result<Vec<_>>>()
             })
             .collect::<Result<_>>()?;
-        Ok(Cotangents {
+        Ok(ImplicitCotangents {
             dx,
             adjoint: u,
             stats,

@@ -54,10 +54,10 @@ impl Structure {
 ///
 /// This is the one interface between the implicit-differentiation rule and whatever knows
 /// the derivatives of the conditions: user closures ([`FnMaps`]), dense Jacobians
-/// ([`DenseMaps`]), finite differences ([`FiniteDifferences`](super::FiniteDifferences), tests
-/// only), a tensor network differentiated by the contraction rules (its pushforward gives
-/// `A·v` and `B·v`, its pullback `Aᴴ·u` and `Bᴴ·u`), or an engine's own autodiff (JVPs and
-/// VJPs of `c` in `y` and in `x`; the adapter copies the vectors to and from the host).
+/// ([`DenseMaps`]), finite differences (tests only, in `adrules-testing`), a tensor network
+/// differentiated by the contraction rules (its pushforward gives `A·v` and `B·v`, its
+/// pullback `Aᴴ·u` and `Bᴴ·u`), or an engine's own autodiff ([`VjpMaps`](super::VjpMaps):
+/// VJPs of `c`; the adapter copies the vectors to and from the host).
 ///
 /// # Blocks
 /// Every map acts on a *block* of `k ≥ 0` vectors stored one after the other: vector `j`

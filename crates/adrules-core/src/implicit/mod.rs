@@ -23,8 +23,11 @@
 //! - [`LinearMaps`]: the one interface to whatever knows the derivatives of the conditions
 //!   (`A·v`, `Aᴴ·u`, `B·v`, `Bᴴ·u`). Sources: [`FnMaps`] (user closures), [`DenseMaps`]
 //!   (dense Jacobians), [`NetworkConditions`] (conditions written as tensor networks,
-//!   differentiated by the network rules), [`FiniteDifferences`] (tests only); the engines'
-//!   autodiff (adapter crates) implement the same trait.
+//!   differentiated by the network rules), [`VjpMaps`] (conditions written in a reverse-mode
+//!   engine: the adapter supplies the values and one VJP as a [`ConditionsVjp`], the core
+//!   does the rest); finite differences for tests are in the `adrules-testing` crate.
+//! - [`ImplicitFunction::linearize_at`]: the linearization at a solution computed elsewhere
+//!   (an engine's own solver), from [`ImplicitFunction::from_conditions`].
 //! - [`LinearSolver`] / [`Factorization`]: the linear solves. Built-in ([`SolverOptions`],
 //!   [`Method`]): dense LU and Cholesky (faer), matrix-free restarted GMRES and CG; the
 //!   [`Structure`] tag of `A` picks one under [`Method::Auto`].
@@ -85,6 +88,10 @@
 //! [`LinearMaps`] take host vectors; an engine adapter copies them to its device, applies
 //! its own JVP/VJP and copies back — `O(m + n)` per product, small next to the product.
 //!
+//! # Math
+//! The derivation (implicit function theorem, both modes, the complex case, the forms) is in
+//! [`crate::math`].
+//!
 //! # Byproduct and arguments
 //! `z` (the byproduct) and `args` are constants: the pushforward gives them no tangent (the
 //! rule returns them untouched) and the pullback takes no cotangent for `z` and returns none
@@ -116,15 +123,19 @@ mod krylov;
 mod maps;
 mod network;
 mod solver;
+mod vjp;
 
-pub use conditions::{Conditions, FiniteDifferences, Point};
+pub use conditions::{Conditions, Point};
 pub use forms::{Argmin, FixedPoint};
-pub use function::{Cotangents, ImplicitFunction, Linearization, OnFailure, Tangents};
+pub use function::{
+    ImplicitCotangents, ImplicitFunction, ImplicitTangents, Linearization, NoSolver, OnFailure,
+};
 pub use maps::{DenseMaps, FnMaps, LinearMaps, Structure};
-pub use network::{NetworkConditions, NetworkMaps, Operand};
+pub use network::{NetworkConditions, NetworkMaps, TermOperand};
 pub use solver::{
     AUTO_DENSE_LIMIT, Factorization, LinearSolver, Method, SolveStats, SolverOptions, System,
 };
+pub use vjp::{ConditionsVjp, VjpMaps};
 
 use crate::host::HostElement;
 use crate::scalar::{RealScalar, Scalar};

@@ -30,7 +30,7 @@ use super::maps::{LinearMaps, Structure};
 
 /// Where an operand of a network term comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Operand {
+pub enum TermOperand {
     /// input `x[i]` (differentiated: contributes to `B`)
     Input(usize),
     /// the unknown `y` (differentiated: contributes to `A`)
@@ -43,7 +43,7 @@ pub enum Operand {
 struct Term {
     coefficient: DynScalar,
     plan: NetworkPlan,
-    operands: Vec<Operand>,
+    operands: Vec<TermOperand>,
 }
 
 /// Conditions `c(x, y) = Σ_k γ_k · N_k(operands_k)` given as tensor networks (see the
@@ -68,7 +68,7 @@ impl<B: Backend> NetworkConditions<B> {
         }
     }
 
-    /// Adds a constant operand; returns its index for [`Operand::Constant`].
+    /// Adds a constant operand; returns its index for [`TermOperand::Constant`].
     pub fn constant(&mut self, t: B::Tensor) -> usize {
         self.constants.push(t);
         self.constants.len() - 1
@@ -84,7 +84,7 @@ impl<B: Backend> NetworkConditions<B> {
         mut self,
         coefficient: impl Into<DynScalar>,
         plan: NetworkPlan,
-        operands: &[Operand],
+        operands: &[TermOperand],
     ) -> Result<Self> {
         if operands.len() != plan.num_operands() {
             return Err(Error::CountMismatch {
@@ -93,9 +93,9 @@ impl<B: Backend> NetworkConditions<B> {
                 actual: operands.len(),
             });
         }
-        if let Some(Operand::Constant(k)) = operands
+        if let Some(TermOperand::Constant(k)) = operands
             .iter()
-            .find(|o| matches!(o, Operand::Constant(k) if *k >= self.constants.len()))
+            .find(|o| matches!(o, TermOperand::Constant(k) if *k >= self.constants.len()))
         {
             return Err(Error::invalid(
                 "operands",
@@ -124,7 +124,7 @@ impl<B: Backend> NetworkConditions<B> {
 struct TermAt<B: Backend> {
     coefficient: DynScalar,
     plan: NetworkPlan,
-    operands: Vec<Operand>,
+    operands: Vec<TermOperand>,
     handles: Vec<B::Tensor>,
     pullback: NetworkPullback<B>,
 }
@@ -172,13 +172,15 @@ where
                 .operands
                 .iter()
                 .map(|o| match *o {
-                    Operand::Input(i) => xs.get(i).cloned().ok_or_else(|| Error::CountMismatch {
-                        arg: "x".into(),
-                        expected: i + 1,
-                        actual: xs.len(),
-                    }),
-                    Operand::Unknown => Ok(y.clone()),
-                    Operand::Constant(c) => Ok(self.constants[c].clone()),
+                    TermOperand::Input(i) => {
+                        xs.get(i).cloned().ok_or_else(|| Error::CountMismatch {
+                            arg: "x".into(),
+                            expected: i + 1,
+                            actual: xs.len(),
+                        })
+                    }
+                    TermOperand::Unknown => Ok(y.clone()),
+                    TermOperand::Constant(c) => Ok(self.constants[c].clone()),
                 })
                 .collect::<Result<_>>()?;
             if term.plan.output_dims() != y_dims.as_slice() {
@@ -191,7 +193,7 @@ where
             let active: Vec<bool> = term
                 .operands
                 .iter()
-                .map(|o| !matches!(o, Operand::Constant(_)))
+                .map(|o| !matches!(o, TermOperand::Constant(_)))
                 .collect();
             let refs: Vec<&B::Tensor> = handles.iter().collect();
             let (value, pullback) = term.plan.rrule(be, &refs, &active)?;
@@ -235,7 +237,12 @@ impl<B: Backend, T: ImplicitScalar> NetworkMaps<B, T> {
     }
 
     /// `out = Σ_k γ_k ∂N_k · v` with `v` uploaded into the slots `which` selects.
-    fn push(&self, v: &[T], out: &mut [T], slot: impl Fn(Operand) -> Option<usize>) -> Result<()> {
+    fn push(
+        &self,
+        v: &[T],
+        out: &mut [T],
+        slot: impl Fn(TermOperand) -> Option<usize>,
+    ) -> Result<()> {
         let be = &self.backend;
         let off = self.x_offsets();
         out.iter_mut().for_each(|o| *o = T::zero());
@@ -280,7 +287,7 @@ impl<B: Backend, T: ImplicitScalar> NetworkMaps<B, T> {
         &self,
         u: &[T],
         out: &mut [T],
-        segment: impl Fn(Operand) -> Option<(usize, usize)>,
+        segment: impl Fn(TermOperand) -> Option<(usize, usize)>,
     ) -> Result<()> {
         let be = &self.backend;
         out.iter_mut().for_each(|o| *o = T::zero());
@@ -330,7 +337,7 @@ where
         let (m, ny) = (self.num_unknowns(), self.x_dims.len());
         for j in 0..k {
             self.push(&v[j * m..(j + 1) * m], &mut out[j * m..(j + 1) * m], |o| {
-                (o == Operand::Unknown).then_some(ny)
+                (o == TermOperand::Unknown).then_some(ny)
             })?;
         }
         Ok(())
@@ -340,7 +347,7 @@ where
         let m = self.num_unknowns();
         for j in 0..k {
             self.pull(&u[j * m..(j + 1) * m], &mut out[j * m..(j + 1) * m], |o| {
-                (o == Operand::Unknown).then_some((0, m))
+                (o == TermOperand::Unknown).then_some((0, m))
             })?;
         }
         Ok(())
@@ -353,7 +360,7 @@ where
                 &v[j * n..(j + 1) * n],
                 &mut out[j * m..(j + 1) * m],
                 |o| match o {
-                    Operand::Input(i) => Some(i),
+                    TermOperand::Input(i) => Some(i),
                     _ => None,
                 },
             )?;
@@ -369,7 +376,7 @@ where
                 &u[j * m..(j + 1) * m],
                 &mut out[j * n..(j + 1) * n],
                 |o| match o {
-                    Operand::Input(i) => Some((off[i], off[i + 1])),
+                    TermOperand::Input(i) => Some((off[i], off[i + 1])),
                     _ => None,
                 },
             )?;

@@ -8,54 +8,33 @@ use super::tree::{ContractionTree, Order};
 use crate::alloc::{Allocator, HeapAllocator, Lifetime};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
+use crate::rules::{AddOp, ContractOp, Primitive, TraceOp};
 use crate::scalar::{DType, DynScalar};
 use crate::spec::{Axes, Conj, ContractSpec, Dims, Permutation, TraceSpec};
 
-/// One primitive call of a plan. Values `0..n` are the operands; step `s` produces value
-/// `n + s`; the last step produces the network's result.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Step {
-    /// `out = P_perm(op(input))` ([`Backend::add`]); only for a one-operand network without
-    /// traces.
-    Add {
-        /// the value read
-        input: usize,
-        /// output axis `m` is input axis `perm[m]`
-        perm: Permutation,
-        /// conjugation flag of the operand
-        conj: Conj,
-    },
-    /// `out = P_p(tr op(input))` ([`Backend::trace`]): the partial traces of one operand.
-    Trace {
-        /// the value read (an operand)
-        input: usize,
-        /// kept axes (in output order) and traced pairs
-        spec: TraceSpec,
-        /// conjugation flag of the operand
-        conj: Conj,
-    },
-    /// `out = P(op(a)·op(b))` ([`Backend::contract`]): one merge of the contraction tree.
-    Contract {
-        /// the left value
-        a: usize,
-        /// the right value
-        b: usize,
-        /// axes contracted, kept, and the output permutation
-        spec: ContractSpec,
-        /// conjugation flag of `a` (an operand's flag, [`Conj::No`] for intermediates)
-        conj_a: Conj,
-        /// conjugation flag of `b`
-        conj_b: Conj,
-    },
+/// One primitive call of a plan: `out = primitive(inputs)` with α = 1 and β = 0. Values
+/// `0..n` are the operands; step `s` produces value `n + s`; the last step produces the
+/// network's result.
+///
+/// The primitive is a [`Primitive::Trace`] (the partial traces of one operand), a
+/// [`Primitive::Contract`] (one merge of the contraction tree; the conjugation flags are the
+/// operands' flags, [`Conj::No`] for intermediates), or a [`Primitive::Add`] (only for a
+/// one-operand network without traces).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    inputs: SmallVec<[usize; 2]>,
+    primitive: Primitive,
 }
 
 impl Step {
-    /// The values this step reads.
-    pub fn inputs(&self) -> SmallVec<[usize; 2]> {
-        match self {
-            Step::Add { input, .. } | Step::Trace { input, .. } => SmallVec::from_slice(&[*input]),
-            Step::Contract { a, b, .. } => SmallVec::from_slice(&[*a, *b]),
-        }
+    /// The values this step reads, in the primitive's operand order.
+    pub fn inputs(&self) -> &[usize] {
+        &self.inputs
+    }
+
+    /// The primitive call (α = 1, β = 0).
+    pub fn primitive(&self) -> &Primitive {
+        &self.primitive
     }
 }
 
@@ -194,17 +173,16 @@ impl NetworkPlan {
                         q2.extend(ax.iter().rposition(|m| m == l));
                     }
                 }
-                let spec = TraceSpec::new(&p, &q1, &q2)?;
-                steps.push(Step::Trace {
-                    input: k,
-                    spec,
-                    conj: network.conj()[k],
+                let op = TraceOp::new(TraceSpec::new(&p, &q1, &q2)?).conj(network.conj()[k]);
+                steps.push(Step {
+                    inputs: SmallVec::from_slice(&[k]),
+                    primitive: op.into(),
                 });
             } else {
-                steps.push(Step::Add {
-                    input: k,
-                    perm: Permutation::new(&p)?,
-                    conj: network.conj()[k],
+                let op = AddOp::new(Permutation::new(&p)?).conj(network.conj()[k]);
+                steps.push(Step {
+                    inputs: SmallVec::from_slice(&[k]),
+                    primitive: op.into(),
                 });
             }
             leaf[k] = labels.len();
@@ -225,12 +203,9 @@ impl NetworkPlan {
                     std::mem::swap(&mut a, &mut b);
                 }
             }
-            steps.push(Step::Contract {
-                a,
-                b,
-                spec,
-                conj_a: conj[a],
-                conj_b: conj[b],
+            steps.push(Step {
+                inputs: SmallVec::from_slice(&[a, b]),
+                primitive: ContractOp::new(spec).conj(conj[a], conj[b]).into(),
             });
             value_of.push(labels.len());
             labels.push(res);
@@ -243,7 +218,7 @@ impl NetworkPlan {
             .map(|(s, step)| {
                 let res = &labels[n + s];
                 let mut all: Vec<usize> = Vec::new();
-                for v in step.inputs() {
+                for &v in step.inputs() {
                     for &l in &labels[v] {
                         if !all.contains(&l) {
                             all.push(l);
@@ -360,7 +335,7 @@ impl NetworkPlan {
                 eval(s, &inputs)?
             };
             values[s] = result;
-            for v in ids {
+            for &v in ids {
                 if let Some(t) = v.checked_sub(n).and_then(|i| values[i].take()) {
                     release(t);
                 }
@@ -458,9 +433,11 @@ impl NetworkPlan {
     ) -> Result<()> {
         let last = self.steps.len() - 1;
         self.walk(be, alloc, operands, c, |s, out, inputs| {
-            let op = self.steps[s].op();
+            let op = &self.steps[s].primitive;
             if s == last {
-                op.with_coefficients(alpha, beta).apply(be, out, inputs)
+                op.clone()
+                    .with_coefficients(alpha, beta)
+                    .apply(be, out, inputs)
             } else {
                 op.apply(be, out, inputs)
             }

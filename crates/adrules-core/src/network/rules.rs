@@ -2,16 +2,16 @@
 //! [`crate::rules`] over the steps of a [`NetworkPlan`].
 //!
 //! A network `C = N(T_0, …, T_{n−1})` is a sequence of primitive calls `v_{n+s} =
-//! step_s(v_i, v_j)` (see [`Step`]). Its rules are the chain rule over that sequence, with no
+//! step_s(v_i, v_j)` (see [`Step`](super::Step)). Its rules are the chain rule over that sequence, with no
 //! formula of their own:
 //! - **pullback** (reverse mode): the forward pass records the pairwise pullback of every step
-//!   ([`ContractOp::rrule`], [`TraceOp::rrule`], [`AddOp::rrule`]); each keeps
+//!   ([`Primitive::rrule`](crate::rules::Primitive::rrule)); each keeps
 //!   (reference-counted handles of) the values it reads, so the intermediates the forward pass
 //!   computed are reused, not recomputed. The backward pass applies them in reverse order:
 //!   `v̄_i, v̄_j = pullback_s(v̄_{n+s})`, starting from `v̄_last = C̄`. Each value is read by
 //!   exactly one step (the plan is a tree), so cotangents are never summed across steps.
 //! - **pushforward** (forward mode): `v̇_{n+s} = pushforward_s(v_i, v_j; v̇_i, v̇_j)` in step
-//!   order ([`ContractOp::frule`] etc.), starting from the operand tangents.
+//!   order ([`Primitive::frule`](crate::rules::Primitive::frule)), starting from the operand tangents.
 //!
 //! Activity propagates through the tree: a step's input gets a cotangent only when an active
 //! operand lies below it, and a step whose inputs are all inactive runs only its primal, so
@@ -26,136 +26,11 @@
 
 use smallvec::SmallVec;
 
-use super::plan::{NetworkPlan, Step};
+use super::plan::NetworkPlan;
 use crate::alloc::{Allocator, HeapAllocator, Lifetime};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::rules::{
-    Activity, AddOp, AddPullback, ContractOp, ContractPullback, Tangents, TraceOp, TracePullback,
-};
-use crate::scalar::DynScalar;
-
-/// The pairwise op of one step (α = 1, β = 0 unless set).
-pub(crate) enum StepOp {
-    Add(AddOp),
-    Trace(TraceOp),
-    Contract(ContractOp),
-}
-
-impl Step {
-    /// The op of this step: `out ← op(inputs)` with α = 1, β = 0.
-    pub(crate) fn op(&self) -> StepOp {
-        match self {
-            Step::Add { perm, conj, .. } => StepOp::Add(AddOp::new(perm.clone()).conj(*conj)),
-            Step::Trace { spec, conj, .. } => StepOp::Trace(TraceOp::new(spec.clone()).conj(*conj)),
-            Step::Contract {
-                spec,
-                conj_a,
-                conj_b,
-                ..
-            } => StepOp::Contract(ContractOp::new(spec.clone()).conj(*conj_a, *conj_b)),
-        }
-    }
-}
-
-impl StepOp {
-    /// The error for a call with the wrong number of inputs (the plan never makes one).
-    fn arity_error(&self, actual: usize) -> Error {
-        Error::CountMismatch {
-            arg: "step inputs".into(),
-            expected: if matches!(self, StepOp::Contract(_)) {
-                2
-            } else {
-                1
-            },
-            actual,
-        }
-    }
-
-    pub(crate) fn with_coefficients(self, alpha: DynScalar, beta: DynScalar) -> Self {
-        match self {
-            StepOp::Add(op) => StepOp::Add(op.alpha(alpha).beta(beta)),
-            StepOp::Trace(op) => StepOp::Trace(op.alpha(alpha).beta(beta)),
-            StepOp::Contract(op) => StepOp::Contract(op.alpha(alpha).beta(beta)),
-        }
-    }
-
-    pub(crate) fn apply<B: Backend>(
-        &self,
-        be: &B,
-        out: &mut B::Tensor,
-        x: &[&B::Tensor],
-    ) -> Result<()> {
-        match (self, x) {
-            (StepOp::Add(op), [a]) => op.apply(be, out, a),
-            (StepOp::Trace(op), [a]) => op.apply(be, out, a),
-            (StepOp::Contract(op), [a, b]) => op.apply(be, out, a, b),
-            _ => Err(self.arity_error(x.len())),
-        }
-    }
-
-    fn rrule<B: Backend>(
-        &self,
-        be: &B,
-        out: &mut B::Tensor,
-        x: &[&B::Tensor],
-        active: [bool; 2],
-    ) -> Result<StepPullback<B>> {
-        let act = Activity {
-            a: active[0],
-            b: active[1],
-            ..Activity::NONE
-        };
-        Ok(match (self, x) {
-            (StepOp::Add(op), [a]) => StepPullback::Add(op.rrule(be, out, a, act)?),
-            (StepOp::Trace(op), [a]) => StepPullback::Trace(op.rrule(be, out, a, act)?),
-            (StepOp::Contract(op), [a, b]) => {
-                StepPullback::Contract(Box::new(op.rrule(be, out, a, b, act)?))
-            }
-            _ => return Err(self.arity_error(x.len())),
-        })
-    }
-
-    fn frule<B: Backend>(
-        &self,
-        be: &B,
-        out: &mut B::Tensor,
-        x: &[&B::Tensor],
-        dx: [Option<&B::Tensor>; 2],
-    ) -> Result<B::Tensor> {
-        let t = Tangents {
-            a: dx[0],
-            b: dx[1],
-            ..Tangents::default()
-        };
-        match (self, x) {
-            (StepOp::Add(op), [a]) => op.frule(be, out, a, t),
-            (StepOp::Trace(op), [a]) => op.frule(be, out, a, t),
-            (StepOp::Contract(op), [a, b]) => op.frule(be, out, a, b, t),
-            _ => Err(self.arity_error(x.len())),
-        }
-    }
-}
-
-/// The recorded pullback of one step.
-#[derive(Clone, Debug)]
-enum StepPullback<B: Backend> {
-    Add(AddPullback<B>),
-    Trace(TracePullback<B>),
-    Contract(Box<ContractPullback<B>>),
-}
-
-impl<B: Backend> StepPullback<B> {
-    /// Cotangents of the step's inputs, in [`Step::inputs`] order.
-    fn pullback(&self, c_bar: &B::Tensor) -> Result<[Option<B::Tensor>; 2]> {
-        let g = match self {
-            StepPullback::Add(pb) => pb.pullback(c_bar)?,
-            StepPullback::Trace(pb) => pb.pullback(c_bar)?,
-            StepPullback::Contract(pb) => pb.pullback(c_bar)?,
-        };
-        Ok([g.a, g.b])
-    }
-}
+use crate::rules::{Activity, PrimitivePullback, Tangents};
 
 /// The pullback of a whole network, returned by [`NetworkPlan::rrule`]: the pairwise
 /// pullbacks of its steps (each owning the intermediates it reads), applied in reverse.
@@ -171,7 +46,7 @@ pub struct NetworkPullback<B: Backend> {
 #[derive(Clone, Debug)]
 struct Recorded<B: Backend> {
     inputs: SmallVec<[usize; 2]>,
-    pullback: StepPullback<B>,
+    pullback: PrimitivePullback<B>,
 }
 
 impl<B: Backend> NetworkPullback<B> {
@@ -192,7 +67,8 @@ impl<B: Backend> NetworkPullback<B> {
             let (Some(rec), Some(bar)) = (step, cot[n + s].take()) else {
                 continue;
             };
-            for (&v, g) in rec.inputs.iter().zip(rec.pullback.pullback(&bar)?) {
+            let g = rec.pullback.pullback(&bar)?;
+            for (&v, g) in rec.inputs.iter().zip([g.a, g.b]) {
                 cot[v] = g;
             }
         }
@@ -247,9 +123,15 @@ impl NetworkPlan {
         self.walk(be, alloc, operands, &mut c, |s, out, x| {
             let inputs = self.steps()[s].inputs();
             let act = [needs[inputs[0]], inputs.get(1).is_some_and(|&v| needs[v])];
-            let op = self.steps()[s].op();
+            let op = self.steps()[s].primitive();
             if act[0] || act[1] {
-                let pullback = op.rrule(be, out, x, act)?;
+                let activity = Activity {
+                    a: act[0],
+                    b: act[1],
+                    ..Activity::NONE
+                };
+                let pullback = op.rrule(be, out, x, activity)?;
+                let inputs = SmallVec::from_slice(inputs);
                 steps.push(Some(Recorded { inputs, pullback }));
             } else {
                 op.apply(be, out, x)?;
@@ -324,9 +206,13 @@ impl NetworkPlan {
                     dv[v - n].as_ref()
                 }
             };
-            let dx = [tangent(inputs[0]), inputs.get(1).and_then(|&v| tangent(v))];
-            let op = self.steps()[s].op();
-            let d = if dx[0].is_some() || dx[1].is_some() {
+            let dx = Tangents {
+                a: tangent(inputs[0]),
+                b: inputs.get(1).and_then(|&v| tangent(v)),
+                ..Tangents::default()
+            };
+            let op = self.steps()[s].primitive();
+            let d = if dx.a.is_some() || dx.b.is_some() {
                 Some(op.frule(be, out, x, dx)?)
             } else {
                 op.apply(be, out, x)?;

@@ -13,8 +13,9 @@ use super::{
 /// One permuted add `C ← β·C + α·P_p(op(A))`: output axis `m` is A's axis `perm[m]`, `op` is
 /// conjugation when `conj` is [`Conj::Yes`].
 ///
-/// Rules (0-based form of TensorOperations.jl v5.8 `src/pullbacks/add.jl`; see
-/// `shared/notes/rules-math.md`), with `ip` the inverse permutation:
+/// Rules (0-based form of TensorOperations.jl v5.8.0
+/// [`src/pullbacks/add.jl`](https://github.com/Jutho/TensorOperations.jl/blob/v5.8.0/src/pullbacks/add.jl);
+/// derived in [`crate::math`]), with `ip` the inverse permutation:
 /// - pullback: `Ā += op(conj(α)·P_ip(C̄))` (one add with flag `conj` and scale
 ///   `conj ? α : conj(α)`), `ᾱ = ⟨P_p(op(A)), C̄⟩` (one full contraction of A with C̄, A's flag
 ///   flipped), `C̄_in = conj(β)·C̄`, `β̄ = ⟨C_old, C̄⟩`;

@@ -12,8 +12,9 @@ use super::{
 
 /// One pairwise contraction `C ← β·C + α·P_pAB(op_cA(A)·op_cB(B))` (see [`ContractSpec`]).
 ///
-/// Rules (0-based form of TensorOperations.jl v5.8 `src/pullbacks/contract.jl`; see
-/// `shared/notes/rules-math.md`). In matrix form, with `Â = op_cA(A)` as (open_a × contr) and
+/// Rules (0-based form of TensorOperations.jl v5.8.0
+/// [`src/pullbacks/contract.jl`](https://github.com/Jutho/TensorOperations.jl/blob/v5.8.0/src/pullbacks/contract.jl);
+/// derived in [`crate::math`]). In matrix form, with `Â = op_cA(A)` as (open_a × contr) and
 /// `B̂ = op_cB(B)` as (contr × open_b): `cot(Â) = conj(α)·C̄·B̂ᴴ`, `cot(B̂) = conj(α)·Âᴴ·C̄`, then
 /// the conjugation is undone. Each is one contraction of the same primitive, with C̄ read
 /// through `ipAB = perm_abᐨ¹` split after `len(open_a)`:

@@ -2,8 +2,10 @@
 //! written once over [`Backend`] so that every backend gets them.
 //!
 //! Each primitive call is described by an op value holding its index specification,
-//! conjugation flags and coefficients: [`AddOp`], [`TraceOp`], [`ContractOp`]; rank-0 values are
-//! read with [`scalar_rrule`] / [`scalar_frule`]. Every op offers, in the ChainRules shape:
+//! conjugation flags and coefficients: [`AddOp`], [`TraceOp`], [`ContractOp`] — or, seen
+//! uniformly as "a primitive over a list of operands", [`Primitive`] with its
+//! [`PrimitivePullback`]. Rank-0 values are read with [`tensorscalar_rrule`] /
+//! [`tensorscalar_frule`]. Every op offers, in the ChainRules shape:
 //! - `apply(be, &mut c, …)`: the primal `C ← β·C + α·op(…)`;
 //! - `rrule(be, c, …, active) -> (C, pullback)`: the primal plus a pullback that owns
 //!   (reference-counted handles of) everything it will read, and can be applied many times;
@@ -13,9 +15,10 @@
 //!   before the primal overwrites C.
 //!
 //! # Formulas
-//! From `shared/notes/rules-math.md`, re-derived from TensorOperations.jl v5.8
-//! (`src/pullbacks/{common,add,trace,contract}.jl`). With `C̄` the output cotangent and the
-//! inner product `⟨X, Y⟩ = Σ conj(X)·Y`:
+//! Derived in [`crate::math`] (the crate's `MATH.md`), checked against TensorOperations.jl
+//! v5.8.0 ([`src/pullbacks/`](https://github.com/Jutho/TensorOperations.jl/tree/v5.8.0/src/pullbacks),
+//! files `common.jl`, `add.jl`, `trace.jl`, `contract.jl`). With `C̄` the output cotangent and
+//! the inner product `⟨X, Y⟩ = Σ conj(X)·Y`:
 //! - `C̄_in = conj(β)·C̄`, `β̄ = ⟨C_old, C̄⟩` (all three primitives);
 //! - the op-specific cotangents are documented on each op.
 //!
@@ -34,15 +37,17 @@
 
 mod add;
 mod contract;
-mod scalar;
+mod primitive;
+mod tensorscalar;
 mod trace;
 
 pub use add::{AddOp, AddPullback};
 pub use contract::{ContractOp, ContractPullback};
-pub use scalar::{ScalarPullback, scalar_frule, scalar_rrule};
+pub use primitive::{Primitive, PrimitivePullback};
+pub use tensorscalar::{TensorScalarPullback, tensorscalar_frule, tensorscalar_rrule};
 pub use trace::{TraceOp, TracePullback};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, check};
 use crate::error::{Error, Result};
 use crate::scalar::{DType, DynScalar};
 use crate::spec::{Conj, Dims, Permutation};
@@ -183,19 +188,7 @@ impl Meta {
 /// Checks that `t` (a tangent or cotangent named `arg`) has the shape of `like` and a dtype
 /// that promotes to `like`'s.
 pub(crate) fn check_like<B: Backend>(be: &B, arg: &str, t: &B::Tensor, like: &Meta) -> Result<()> {
-    let dims = be.dims(t);
-    if dims != like.dims {
-        return Err(Error::shape(arg, &like.dims, &dims));
-    }
-    let dtype = be.dtype(t);
-    if !dtype.promotes_to(like.dtype) {
-        return Err(Error::DTypeMismatch {
-            arg: arg.into(),
-            expected: format!("a dtype that promotes to {}", like.dtype),
-            actual: dtype,
-        });
-    }
-    Ok(())
+    check::like(be, arg, t, &like.dims, like.dtype)
 }
 
 /// Checks that a coefficient tangent does not carry an imaginary part into a real coefficient.

@@ -13,8 +13,9 @@ use super::{
 /// One partial trace `C ← β·C + α·P_p(tr_{q1,q2} op(A))` (see [`TraceSpec`]); `p` empty is
 /// a full trace to a rank-0 C.
 ///
-/// Rules (0-based form of TensorOperations.jl v5.8 `src/pullbacks/trace.jl`; see
-/// `shared/notes/rules-math.md`):
+/// Rules (0-based form of TensorOperations.jl v5.8.0
+/// [`src/pullbacks/trace.jl`](https://github.com/Jutho/TensorOperations.jl/blob/v5.8.0/src/pullbacks/trace.jl);
+/// derived in [`crate::math`]):
 /// - pullback: `Ā[I] += op(conj(α)·C̄[I_p])·Π_k δ(I[q1[k]], I[q2[k]])`, written directly onto
 ///   the diagonal with [`Backend::add_to_diagonal`] (the reference contracts with a dense
 ///   identity tensor of size `Π d_k²` instead); `ᾱ = ⟨P_p(tr op(A)), C̄⟩` (the trace computed

@@ -1,6 +1,7 @@
 //! Permuted add, projected add and scaling on views.
 
-use adrules_core::{Conj, Dims, DynScalar, Permutation, Promote, Result};
+use adrules_core::scalar::Promote;
+use adrules_core::{Conj, Dims, DynScalar, Permutation, Result};
 
 use super::engine;
 use super::update::{Axpby, Beta, Converting, CopyOp, Projecting, ScaleOp};

@@ -16,14 +16,15 @@
 
 use smallvec::SmallVec;
 
-use adrules_core::{Conj, ContractSpec, Promote, Result};
+use adrules_core::scalar::Promote;
+use adrules_core::{Conj, ContractSpec, Result};
 
 use super::add::{axpby, scale};
 use super::engine::Ptr;
 use crate::element::Element;
 use crate::element::private::MatrixRef;
+use crate::hook::Scratch;
 use crate::layout::Strides;
-use crate::pool::Scratch;
 use crate::view::{StridedView, StridedViewMut};
 
 /// `m·n·k` from which GEMM runs on the rayon pool.

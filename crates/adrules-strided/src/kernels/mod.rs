@@ -2,7 +2,7 @@
 //!
 //! Every kernel takes its output as a [`StridedViewMut`](crate::StridedViewMut) and its
 //! inputs as [`StridedView`](crate::StridedView)s of any element type that promotes to the
-//! output's ([`Promote`](adrules_core::Promote)), with conjugation flags and BLAS-style
+//! output's ([`Promote`](adrules_core::scalar::Promote)), with conjugation flags and BLAS-style
 //! coefficients `C ← β·C + α·…`. `β = 0` is a strong zero. Shapes are checked with the specs
 //! of [`adrules_core::spec`] and reported as typed errors.
 //!

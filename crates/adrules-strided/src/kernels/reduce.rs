@@ -151,8 +151,8 @@ pub fn inner<TX, TY, TW>(
     y: &crate::StridedView<'_, TY>,
 ) -> adrules_core::Result<TW>
 where
-    TX: crate::Element + adrules_core::Promote<TW>,
-    TY: crate::Element + adrules_core::Promote<TW>,
+    TX: crate::Element + adrules_core::scalar::Promote<TW>,
+    TY: crate::Element + adrules_core::scalar::Promote<TW>,
     TW: crate::Element,
 {
     inner_impl(x, y)

@@ -6,7 +6,8 @@
 
 use smallvec::SmallVec;
 
-use adrules_core::{Conj, Dims, DynScalar, Promote, Result, TraceSpec};
+use adrules_core::scalar::Promote;
+use adrules_core::{Conj, Dims, DynScalar, Result, TraceSpec};
 
 use super::add::{axpby, scale};
 use super::engine;

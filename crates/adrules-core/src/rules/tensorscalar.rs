@@ -1,4 +1,4 @@
-//! Rules of scalar extraction: the single value of a rank-0 tensor.
+//! Rules of `tensorscalar`, scalar extraction: the single value of a rank-0 tensor.
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -7,17 +7,21 @@ use crate::scalar::{DType, DynScalar};
 
 /// The value of the rank-0 tensor `t` and its pullback.
 ///
-/// Rule (TensorOperations.jl v5.8 `src/pullbacks/common.jl`, `tensorscalar`): the cotangent
-/// of `t` is a rank-0 tensor holding `c̄`, projected onto `t`'s dtype (the real part for a
-/// real `t`).
+/// Rule (TensorOperations.jl v5.8.0, the `rrule` of `tensorscalar` in
+/// [`ext/TensorOperationsChainRulesCoreExt.jl`](https://github.com/Jutho/TensorOperations.jl/blob/v5.8.0/ext/TensorOperationsChainRulesCoreExt.jl)):
+/// the cotangent of `t` is a rank-0 tensor holding `c̄`, projected onto `t`'s dtype (the real
+/// part for a real `t`). Pushforward: the tangent is the value of the tangent tensor.
 ///
 /// # Errors
 /// [`Error::RankMismatch`] naming `"tensor"` when `t` is not rank 0.
-pub fn scalar_rrule<B: Backend>(be: &B, t: &B::Tensor) -> Result<(DynScalar, ScalarPullback<B>)> {
+pub fn tensorscalar_rrule<B: Backend>(
+    be: &B,
+    t: &B::Tensor,
+) -> Result<(DynScalar, TensorScalarPullback<B>)> {
     let v = be.scalar(t)?;
     Ok((
         v,
-        ScalarPullback {
+        TensorScalarPullback {
             backend: be.clone(),
             dtype: be.dtype(t),
         },
@@ -29,7 +33,7 @@ pub fn scalar_rrule<B: Backend>(be: &B, t: &B::Tensor) -> Result<(DynScalar, Sca
 /// # Errors
 /// [`Error::RankMismatch`] when `t` or `dt` is not rank 0; [`Error::DTypeMismatch`] when
 /// `dt`'s dtype does not promote to `t`'s.
-pub fn scalar_frule<B: Backend>(
+pub fn tensorscalar_frule<B: Backend>(
     be: &B,
     t: &B::Tensor,
     dt: &B::Tensor,
@@ -58,12 +62,12 @@ pub fn scalar_frule<B: Backend>(
 
 /// Pullback of scalar extraction.
 #[derive(Clone, Debug)]
-pub struct ScalarPullback<B: Backend> {
+pub struct TensorScalarPullback<B: Backend> {
     backend: B,
     dtype: DType,
 }
 
-impl<B: Backend> ScalarPullback<B> {
+impl<B: Backend> TensorScalarPullback<B> {
     /// The cotangent of the rank-0 tensor: a rank-0 tensor holding `c_bar` projected onto the
     /// tensor's dtype.
     ///

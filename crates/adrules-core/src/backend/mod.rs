@@ -26,8 +26,14 @@
 //! - **Errors, not panics**: every shape, rank, dtype, device and aliasing problem is a typed
 //!   [`Error`] naming the argument.
 //!
+//!
+//! The argument checks of this contract are written once, in [`check`]; every backend calls
+//! them, so a mistake gets the same typed error on every engine.
+//!
 //! [`Error`]: crate::Error
 //! [`Error::DTypeMismatch`]: crate::Error::DTypeMismatch
+
+pub mod check;
 
 use std::fmt::Debug;
 
@@ -132,7 +138,7 @@ pub trait Backend: Clone + Debug {
     /// are unchanged. `proj` is the projection of [`add_projected`](Backend::add_projected)
     /// (real part for a real A, rounding to A's precision). This is the trace pullback written
     /// directly onto the diagonal, without the dense identity tensor that TensorOperations.jl
-    /// contracts with (`shared/notes/rules-math.md`).
+    /// contracts with ([`crate::math`]).
     ///
     /// # Errors
     /// Shapes as [`trace`](Backend::trace) with the roles of A and C; aliasing.

@@ -1,0 +1,168 @@
+//! The cross-backend conformance suite (feature `conformance`): every shared rule checked on
+//! one [`Backend`].
+//!
+//! Each primitive check runs a call through the backend under test and compares
+//! - the primal with the naive [`ReferenceBackend`](crate::ReferenceBackend);
+//! - the pushforward with central finite differences of the primal (evaluated in double
+//!   precision on the reference backend);
+//! - every input's cotangent with finite differences (`Re⟨C̄, J_i·ẋ_i⟩ = Re⟨x̄_i, ẋ_i⟩`, one
+//!   input at a time);
+//! - pushforward against pullback with the adjoint (dot-product) test;
+//! - that inactive inputs get no cotangent.
+//!
+//! The matrix: dtypes f32/f64/c32/c64 and mixed element-type pairs, every conjugation-flag
+//! combination, α and β in {0 constant, 0.0 active, random real, random complex}, the test
+//! vectors of TensorOperations.jl v5.8.0
+//! ([`test/ad.jl`](https://github.com/Jutho/TensorOperations.jl/blob/v5.8.0/test/ad.jl),
+//! 0-based here), the defects of the reference listed in [`adrules_core::math`] (an active β
+//! equal to 0.0, a full trace to a scalar) and edge cases (rank 0, zero-size dimensions, outer
+//! products, contractions to a scalar).
+//!
+//! # Groups
+//! One module per rule group, each check a public function `check(be, cfg)` that panics with
+//! the failing cases:
+//! - [`add`] — [`add_rules`](add::add_rules);
+//! - [`trace`] — [`trace_rules`](trace::trace_rules);
+//! - [`contract`] — [`contract_rules`](contract::contract_rules),
+//!   [`swapped_operands`](contract::swapped_operands),
+//!   [`accumulate`](contract::accumulate), [`multi_dot_oracle`](contract::multi_dot_oracle)
+//!   (the oracle as a chain of pairwise contractions), [`rule_errors`](contract::rule_errors);
+//! - [`tensorscalar`] — [`tensorscalar_rules`](tensorscalar::tensorscalar_rules);
+//! - [`network`] — [`network_rules`](network::network_rules) (random networks through
+//!   [`NetworkPlan`](adrules_core::network::NetworkPlan)) and
+//!   [`multi_dot_network`](network::multi_dot_network) (the oracle as one network);
+//! - [`implicit`] — [`fixed_point_rules`](implicit::fixed_point_rules) (a linear fixed point
+//!   as [`NetworkConditions`](adrules_core::implicit::NetworkConditions) on the backend,
+//!   against its closed form).
+//!
+//! The oracle checks read `multi_dot.jsonl` from the oracle folder found by
+//! [`oracle_dir`](crate::oracle::oracle_dir) from this crate's manifest directory, and fail
+//! when it is missing.
+//!
+//! # Running it on a backend
+//! [`conformance_suite!`](crate::conformance_suite) instantiates one `#[test]` per check for a
+//! backend expression, with [`Config::of`] the backend or an explicit [`Config`]. In a
+//! backend crate, with `adrules-testing = { version = "0.1", features = ["conformance"] }`
+//! among the dev-dependencies, a file `tests/conformance.rs`:
+//! ```
+//! use adrules_core::DType;
+//! use adrules_testing::ReferenceBackend;
+//!
+//! // every dtype the backend stores, any rank
+//! adrules_testing::conformance_suite!(ReferenceBackend);
+//!
+//! // or a restricted configuration (several instantiations go in separate modules)
+//! mod real_rank_six {
+//!     use super::*;
+//!     adrules_testing::conformance_suite!(
+//!         ReferenceBackend,
+//!         adrules_testing::conformance::Config {
+//!             dtypes: vec![DType::F32, DType::F64],
+//!             max_rank: 6,
+//!         }
+//!     );
+//! }
+//! # fn main() {}
+//! ```
+//! The backend expression is evaluated once per test. The implicit check needs the backend
+//! and its tensors to be `Send + Sync + 'static` (as
+//! [`NetworkConditions`](adrules_core::implicit::NetworkConditions) does).
+
+use adrules_core::{Backend, DType};
+
+mod case;
+
+pub mod add;
+pub mod contract;
+pub mod implicit;
+pub mod network;
+pub mod tensorscalar;
+pub mod trace;
+
+/// What the backend under test can do.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// dtypes to test (the backend's own list by default); a case whose tensors or
+    /// coefficients need another dtype is skipped
+    pub dtypes: Vec<DType>,
+    /// largest rank of any tensor the backend accepts (intermediates included); cases with
+    /// larger tensors are skipped
+    pub max_rank: usize,
+}
+
+impl Config {
+    /// Every dtype the backend stores, any rank.
+    pub fn of<B: Backend>(be: &B) -> Self {
+        Config {
+            dtypes: be.dtypes().to_vec(),
+            max_rank: usize::MAX,
+        }
+    }
+
+    pub(crate) fn supports(&self, dtypes: &[DType], ranks: &[usize]) -> bool {
+        dtypes.iter().all(|d| self.dtypes.contains(d)) && ranks.iter().all(|&r| r <= self.max_rank)
+    }
+}
+
+/// Instantiates every conformance check as one `#[test]` function for a backend expression,
+/// with [`Config::of`] the backend or the given [`Config`] expression (see the
+/// [module documentation](crate::conformance) for an example). Needs the feature
+/// `conformance` of `adrules-testing`.
+///
+/// The tests, one per check: `add_rules`, `trace_rules`, `contract_rules`,
+/// `tensorscalar_rules`, `swapped_operands_give_identical_cotangents`,
+/// `accumulate_adds_into_existing_buffers`, `multi_dot_oracle_as_pairwise_chain`,
+/// `rule_errors_are_typed`, `network_rules_on_random_networks`,
+/// `multi_dot_oracle_as_network`, `implicit_linear_fixed_point`.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($be:expr $(,)?) => {
+        $crate::conformance_suite!($be, $crate::conformance::Config::of(&$be));
+    };
+    ($be:expr, $cfg:expr $(,)?) => {
+        #[test]
+        fn add_rules() {
+            $crate::conformance::add::add_rules(&$be, &$cfg);
+        }
+        #[test]
+        fn trace_rules() {
+            $crate::conformance::trace::trace_rules(&$be, &$cfg);
+        }
+        #[test]
+        fn contract_rules() {
+            $crate::conformance::contract::contract_rules(&$be, &$cfg);
+        }
+        #[test]
+        fn tensorscalar_rules() {
+            $crate::conformance::tensorscalar::tensorscalar_rules(&$be, &$cfg);
+        }
+        #[test]
+        fn swapped_operands_give_identical_cotangents() {
+            $crate::conformance::contract::swapped_operands(&$be, &$cfg);
+        }
+        #[test]
+        fn accumulate_adds_into_existing_buffers() {
+            $crate::conformance::contract::accumulate(&$be, &$cfg);
+        }
+        #[test]
+        fn multi_dot_oracle_as_pairwise_chain() {
+            $crate::conformance::contract::multi_dot_oracle(&$be, &$cfg);
+        }
+        #[test]
+        fn rule_errors_are_typed() {
+            $crate::conformance::contract::rule_errors(&$be, &$cfg);
+        }
+        #[test]
+        fn network_rules_on_random_networks() {
+            $crate::conformance::network::network_rules(&$be, &$cfg);
+        }
+        #[test]
+        fn multi_dot_oracle_as_network() {
+            $crate::conformance::network::multi_dot_network(&$be, &$cfg);
+        }
+        #[test]
+        fn implicit_linear_fixed_point() {
+            $crate::conformance::implicit::fixed_point_rules(&$be, &$cfg);
+        }
+    };
+}
