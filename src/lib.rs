@@ -55,7 +55,7 @@ pub use adrules_core::{
 /// [`Strided`]: crate::strided::Strided
 pub mod prelude {
     pub use adrules_core::implicit::{ImplicitFunction, Linearization, SolverOptions};
-    pub use adrules_core::network::{Network, NetworkPlan, Order};
+    pub use adrules_core::network::{Network, NetworkPlan, Order, PlanCache, einsum};
     pub use adrules_core::rules::{Activity, AddOp, ContractOp, Primitive, Tangents, TraceOp};
     pub use adrules_core::{
         Backend, Conj, ContractSpec, DType, DynScalar, Error, HostTensor, Permutation, Result,

@@ -203,7 +203,7 @@ fn pairs<'a>(
 }
 
 /// `cargo xtask bench [FILTER…]`: runs the criterion benches of the package
-/// `adrules-benches` (`benches/`: `contract`, `permute`, `rules`, `networks`; arguments are
+/// `adrules-benches` (`benches/`: `contract`, `permute`, `rules`, `networks`, `einsum`; arguments are
 /// passed to criterion, e.g. a filter regex),
 /// then prints markdown tables from criterion's estimates (median time per iteration).
 fn bench(args: &[String]) -> Result<(), String> {
@@ -220,6 +220,8 @@ fn bench(args: &[String]) -> Result<(), String> {
         "rules",
         "--bench",
         "networks",
+        "--bench",
+        "einsum",
         "--",
     ])
     .args(args);
@@ -327,6 +329,65 @@ fn bench(args: &[String]) -> Result<(), String> {
             ms(get("adrules-grad")),
             ratio(get("adrules-grad"), p)
         );
+    }
+
+    println!("\n### Einsum as ML users write it (strided backend, one thread)\n");
+    println!(
+        "attention = `bhqd,bhkd->bhqk` (b = h = 8, q = k = 128, d = 64, f32), gradient = \
+         primal + cotangents of both operands, against 64 bare faer GEMMs (×3 for the \
+         gradient); bmm = `bij,bjk->bik` (b = 64, 128³, f64) against 64 faer GEMMs and \
+         against one faer GEMM of the same flops; plan cache = one-call `einsum` (plan from \
+         the cache) against executing a prebuilt plan. Same run, interleaved.\n"
+    );
+    println!("| case | adrules | GFLOP/s | reference | GFLOP/s | ratio | difference |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (group, reference) in [
+        ("attention", "faer"),
+        ("bmm", "faer"),
+        ("plan_cache", "prebuilt"),
+    ] {
+        for (v, ours, other) in pairs(&all, group, "adrules", reference) {
+            let gflops = |e: &Estimate| {
+                if e.per_iter > 0.0 {
+                    format!("{:.1}", e.per_iter / e.median_ns)
+                } else {
+                    "–".to_string()
+                }
+            };
+            println!(
+                "| {group} {v} | {:.3} ms | {} | {:.3} ms | {} | {:.3} | {:+.2} µs |",
+                ours.median_ns / 1e6,
+                gflops(ours),
+                other.median_ns / 1e6,
+                gflops(other),
+                ours.median_ns / other.median_ns,
+                (ours.median_ns - other.median_ns) / 1e3
+            );
+        }
+    }
+
+    // Written by `cargo bench -p adrules-benches --features burn --bench burn_einsum` (not
+    // run above: the burn feature is off by default); printed only when its estimates exist.
+    let burn_rows = pairs(&all, "burn_attention", "adrules", "burn");
+    if !burn_rows.is_empty() {
+        println!("\n### Einsum on burn (Flex with autodiff, f32, one thread)\n");
+        println!(
+            "attention = `bhqd,bhkd->bhqk` (b = h = 8, q = k = 128, d = 64); \
+             `adrules::burn::einsum` against burn's own `Tensor::einsum`; primal = the einsum \
+             on inputs that do not require gradients, gradient = leaves, einsum, \
+             `(c * w).sum().backward()`, both gradients read; ratio = adrules / burn, same \
+             run, interleaved (goal ≤ 0.7 for the gradient).\n"
+        );
+        println!("| case | adrules | burn | ratio |");
+        println!("|---|---:|---:|---:|");
+        for (v, ours, other) in burn_rows {
+            println!(
+                "| attention {v} | {:.3} ms | {:.3} ms | {:.3} |",
+                ours.median_ns / 1e6,
+                other.median_ns / 1e6,
+                ours.median_ns / other.median_ns
+            );
+        }
     }
     Ok(())
 }

@@ -15,6 +15,24 @@ use crate::handle::BurnTensor;
 /// The dtypes burn stores that the rules accept.
 const DTYPES: [DType; 2] = [DType::F32, DType::F64];
 
+/// How the generic path reads the diagonal of an A of shape `dims` under `spec`: A permuted
+/// by `order` so that each group's axes are adjacent (kept groups, then summed ones), then
+/// reshaped to the `grouped` shape, where a group of `g` axes of dimension `n` is one axis
+/// of extent `n^g` on which its `n` diagonal entries lie `1 + n + … + n^(g−1)` apart; the
+/// `slices` with those steps select the diagonal, of shape `diag` (`n` per group, kept then
+/// summed). `slices` is empty when every step is 1 (single axes, dimensions ≤ 1): the
+/// grouped tensor is then its own diagonal. Returns `(order, grouped, diag, slices)`.
+fn diagonal(spec: &TraceSpec, dims: &[usize]) -> (Vec<usize>, Vec<usize>, Vec<usize>, Vec<Slice>) {
+    let groups = || spec.kept().iter().chain(spec.summed());
+    let diag: Vec<usize> = groups().map(|g| dims[g[0]]).collect();
+    let grouped: Vec<usize> = groups().map(|g| dims[g[0]].pow(g.len() as u32)).collect();
+    let step = |n: usize, ng: usize| if n <= 1 { 1 } else { (ng - 1) / (n - 1) };
+    let slice = |(&n, &ng)| Slice::new(0, Some(ng as isize), step(n, ng) as isize);
+    let slices: Vec<Slice> = diag.iter().zip(&grouped).map(slice).collect();
+    let slices = unless(slices.iter().any(|s| s.step > 1), slices, |_| Vec::new());
+    (groups().flatten().copied().collect(), grouped, diag, slices)
+}
+
 /// The shared rules' [`Backend`] on burn backend `B`'s float primitives, on one device.
 ///
 /// `Tensor = BurnTensor<B>`: a burn primitive of any logical rank (including 0), f32 or f64,
@@ -33,21 +51,21 @@ const DTYPES: [DType; 2] = [DType::F32, DType::F64];
 /// | primitive | burn ops |
 /// |---|---|
 /// | add `P_p(A)` | `float_permute` |
-/// | trace `P_p(tr_{q1,q2} A)` | permute to `(p…, q1…, q2…)`, reshape to `(P…, Q·Q)`, slice the diagonal with step `Q+1`, `float_sum_dim` |
-/// | add_to_diagonal | `float_slice_assign` with step `Q+1` into zeros, reshape, inverse permute, `float_add` |
-/// | contract | TTGT: permute A to `(open_a, contr_a)` and B to `(contr_b, open_b)`, reshape to matrices, `float_matmul`, reshape, permute by `perm_ab` |
+/// | trace (diagonals, traces, sums) | permute A group by group (kept, then summed), reshape each group of `g` axes of dimension `n` to one axis of `n^g`, slice its diagonal with step `1 + n + … + n^(g−1)`, reshape the summed groups to one axis, `float_sum_dim` |
+/// | add_to_diagonal | reshape C to `(kept…, 1…)`, `float_expand` over the summed groups, `float_slice_assign` with those steps into zeros of the grouped shape, reshape, inverse permute, `float_add` |
+/// | contract | TTGT: permute A to `(batch_a, open_a, contr_a)` and B to `(batch_b, contr_b, open_b)`, reshape to matrices (`[L, m, k]`, `[L, k, n]` with batch axes), `float_matmul` (batched over `L`), reshape, permute by `perm_ab` |
 /// | inner | `float_mul`, `float_sum`, one scalar read back |
 ///
 /// Zeros are one zero broadcast to the shape (`float_expand`: no full-size buffer on backends
 /// whose expand is a view).
 ///
 /// # Flex: adrules-strided kernels
-/// When `B` is burn's Flex CPU backend, add, trace and contraction run through
-/// adrules-strided's kernels on Flex's own buffers instead: operands are read in place as
-/// strided views (Flex layouts carry strides and an offset, so transposed, sliced or
-/// broadcast operands are not copied), contractions run on faer's GEMM, and the output is a
-/// fresh buffer handed to Flex without copying (or C updated in place when it is uniquely
-/// owned and dense).
+/// When `B` is burn's Flex CPU backend, add, trace (with its adjoint `add_to_diagonal`) and
+/// contraction (batched or not) run through adrules-strided's kernels on Flex's own buffers
+/// instead: operands are read in place as strided views (Flex layouts carry strides and an
+/// offset, so transposed, sliced or broadcast operands are not copied), contractions run on
+/// faer's GEMM, and the output is a fresh buffer handed to Flex without copying (or C, or A
+/// for `add_to_diagonal`, updated in place when it is uniquely owned and dense).
 ///
 /// # Dtypes and scalars
 /// Only f32 and f64 (burn has no complex dtype): complex data is [`Error::Unsupported`],
@@ -96,11 +114,8 @@ impl<B: Engine> BurnBackend<B> {
 
     /// The primitive of `t` in dtype `to` (no-op when it already is).
     fn cast(t: &BurnTensor<B>, to: DType) -> FloatTensor<B> {
-        let (p, same) = (
-            t.primitive.clone(),
-            dtype_of(t.primitive.dtype()) == Some(to),
-        );
-        unless(same, p, |p| B::float_cast(p, float_dtype(to)))
+        let (p, same) = (t.primitive.clone(), dtype_of(t.primitive.dtype()));
+        unless(same == Some(to), p, |p| B::float_cast(p, float_dtype(to)))
     }
 
     /// `t` in dtype `to` (the same handle when it already is).
@@ -141,53 +156,44 @@ impl<B: Engine> BurnBackend<B> {
         c.primitive = unless(beta == 0.0, Self::scaled(term, alpha), add);
     }
 
-    /// Axes `(p…, q1…, q2…)` of a trace, the kept dimensions and the product `Q` of the
-    /// traced ones.
-    fn trace_layout(spec: &TraceSpec, dims: &[usize]) -> (Vec<usize>, Vec<usize>, usize) {
-        let order = [spec.p(), spec.q1(), spec.q2()].concat();
-        let kept = spec.p().iter().map(|&i| dims[i]).collect();
-        let q = spec.q1().iter().map(|&i| dims[i]).product();
-        (order, kept, q)
-    }
-
-    /// Slices selecting, on the last axis of a `(…, Q·Q)` tensor, the `Q` diagonal entries
-    /// (step `Q + 1`).
-    fn diagonal_slices(leading: usize, q: usize) -> Vec<Slice> {
-        let mut s = vec![Slice::full(); leading];
-        s.push(Slice::new(0, Some((q * q) as isize), (q + 1) as isize));
-        s
-    }
-
-    /// `tr_{q1,q2}(A)` permuted by `p`, in dtype `to` (shapes already checked).
+    /// The generalized trace of A in dtype `to` (shapes already checked): A grouped, each
+    /// group's diagonal sliced out, the summed groups flattened into one axis and summed.
     fn trace_term(&self, a: &BurnTensor<B>, spec: &TraceSpec, to: DType) -> FloatTensor<B> {
-        let (order, kept, q) = Self::trace_layout(spec, &a.dims);
-        if q == 0 || kept.contains(&0) {
+        let kept: Vec<usize> = spec.kept().iter().map(|g| a.dims[g[0]]).collect();
+        if a.dims.contains(&0) {
+            // An empty output or an empty sum.
             return self.broadcast_zeros(&kept, to).primitive;
         }
-        let flat = [kept.as_slice(), &[q * q]].concat();
-        let t = B::float_reshape(Self::permute(Self::cast(a, to), &order), shape_of(&flat));
-        let t = B::float_slice(t, &Self::diagonal_slices(kept.len(), q));
-        Self::reshape(B::float_sum_dim(t, kept.len()), &kept)
+        let (order, grouped, diag, slices) = diagonal(spec, &a.dims);
+        let t = Self::reshape(Self::permute(Self::cast(a, to), &order), &grouped);
+        let t = unless(slices.is_empty(), t, |t| B::float_slice(t, &slices));
+        let flat = [kept.as_slice(), &[diag[kept.len()..].iter().product()]].concat();
+        let sum = |t| B::float_sum_dim(Self::reshape(t, &flat), kept.len());
+        Self::reshape(unless(spec.summed().is_empty(), t, sum), &kept)
     }
 
     /// `P_{pAB}(A·B)` by TTGT (transpose, transpose, GEMM, transpose) for A and B of one
-    /// dtype (shapes already checked).
+    /// dtype (shapes already checked); batch axes lead both operands of one batched matmul.
     fn ttgt(&self, a: &BurnTensor<B>, b: &BurnTensor<B>, spec: &ContractSpec) -> FloatTensor<B> {
         let (da, db, to) = (&a.dims, &b.dims, self.dtype(a));
-        let open_a: Vec<usize> = spec.open_a().iter().map(|&i| da[i]).collect();
-        let open_b: Vec<usize> = spec.open_b().iter().map(|&i| db[i]).collect();
-        let inter = [open_a.as_slice(), &open_b].concat();
-        let (m, n): (usize, usize) = (open_a.iter().product(), open_b.iter().product());
-        let k: usize = spec.contr_a().iter().map(|&i| da[i]).product();
-        if m == 0 || n == 0 || k == 0 {
+        let of = |d: &[usize], axes: &[usize]| axes.iter().map(|&i| d[i]).collect::<Vec<_>>();
+        let (batch, open_a) = (of(da, spec.batch_a()), of(da, spec.open_a()));
+        let (open_b, contr) = (of(db, spec.open_b()), of(da, spec.contr_a()));
+        let inter = [batch.as_slice(), &open_a, &open_b].concat();
+        let [l, m, n, k] = [&batch, &open_a, &open_b, &contr].map(|d| d.iter().product::<usize>());
+        if l == 0 || m == 0 || n == 0 || k == 0 {
             // An empty result or an empty sum (some backends' matmul rejects empty matrices).
             let dims = spec.perm_ab().apply(&inter);
             return self.broadcast_zeros(&dims, to).primitive;
         }
-        let pa = [spec.open_a(), spec.contr_a()].concat();
-        let pb = [spec.contr_b(), spec.open_b()].concat();
-        let am = B::float_reshape(Self::permute(Self::cast(a, to), &pa), Shape::new([m, k]));
-        let bm = B::float_reshape(Self::permute(Self::cast(b, to), &pb), Shape::new([k, n]));
+        // Unbatched: one rank-2 matmul; batched: burn's matmul over the leading batch axis.
+        let lead: &[usize] = if batch.is_empty() { &[] } else { &[l] };
+        let matrix = |t, axes: &[&[usize]], rows_cols: [usize; 2]| {
+            let t = Self::permute(Self::cast(t, to), &axes.concat());
+            Self::reshape(t, &[lead, &rows_cols].concat())
+        };
+        let am = matrix(a, &[spec.batch_a(), spec.open_a(), spec.contr_a()], [m, k]);
+        let bm = matrix(b, &[spec.batch_b(), spec.contr_b(), spec.open_b()], [k, n]);
         let cm = Self::reshape(B::float_matmul(am, bm), &inter);
         Self::permute(cm, spec.perm_ab().as_slice())
     }
@@ -305,8 +311,7 @@ impl<B: Engine> Backend for BurnBackend<B> {
         let (alpha, beta) = (k.alpha.re(), k.beta.re());
         let ac = Self::in_dtype(a, dc);
         if !flex::run(c, &[&ac], Kernel::Trace(spec), alpha, beta, dc)? {
-            let term = self.trace_term(a, spec, dc);
-            Self::update(c, term, alpha, beta);
+            Self::update(c, self.trace_term(&ac, spec, dc), alpha, beta);
         }
         Ok(())
     }
@@ -321,21 +326,23 @@ impl<B: Engine> Backend for BurnBackend<B> {
     ) -> Result<()> {
         let da = self.supported(&[("a", a), ("c", c)])?;
         check::add_to_diagonal(self, a, c, spec)?;
-        let (order, kept, q) = Self::trace_layout(spec, &a.dims);
-        if q == 0 || kept.contains(&0) {
+        let (cc, kernel) = (Self::in_dtype(c, da), Kernel::AddToDiagonal(spec));
+        if flex::run(a, &[&cc], kernel, alpha.re(), 1.0, da)? || a.dims.contains(&0) {
             return Ok(());
         }
-        // Real data: proj(α·C) = Re(α)·C rounded to A's precision, written on the diagonal
-        // of zeros of A's shape in the order (p…, q1…, q2…), then permuted back.
+        // Real data: proj(α·C) = Re(α)·C rounded to A's precision, broadcast over the summed
+        // groups, written on the diagonal of zeros of the grouped shape, then ungrouped.
+        let (order, grouped, diag, slices) = diagonal(spec, &a.dims);
+        let nk = spec.kept().len();
+        let ones = [&diag[..nk], &vec![1; diag.len() - nk]].concat();
         let values = Self::scaled(Self::cast(c, da), alpha.re());
-        let with = |last: usize| shape_of(&[kept.as_slice(), &[last]].concat());
-        let values = B::float_expand(B::float_reshape(values, with(1)), with(q));
-        let zeros = B::float_zeros(with(q * q), &self.device, float_dtype(da));
-        let full = B::float_slice_assign(zeros, &Self::diagonal_slices(kept.len(), q), values);
+        let values = B::float_expand(Self::reshape(values, &ones), physical(&diag));
+        let zeros = || B::float_zeros(physical(&grouped), &self.device, float_dtype(da));
+        let on_zeros = |v| B::float_slice_assign(zeros(), &slices, v);
+        let full = unless(slices.is_empty(), values, on_zeros);
         let ordered: Vec<usize> = order.iter().map(|&i| a.dims[i]).collect();
-        let inverse = Permutation::named("trace spec (p, q1, q2)", &order)?.inverse();
-        let full = B::float_reshape(full, shape_of(&ordered));
-        let full = Self::permute(full, inverse.as_slice());
+        let inverse = Permutation::named("trace spec (kept, summed)", &order)?.inverse();
+        let full = Self::permute(Self::reshape(full, &ordered), inverse.as_slice());
         a.primitive = B::float_add(a.primitive.clone(), full);
         Ok(())
     }
@@ -443,6 +450,34 @@ mod flex_tests {
             )
             .unwrap()
         );
+    }
+
+    #[test]
+    fn batched_contractions_diagonals_and_adjoints_take_the_fast_path() {
+        let mut rng = Rng::seed(4);
+        let fb = BurnBackend::<Flex>::new(Default::default());
+        let batched = ContractSpec::from_labels("ibj", "bjk", "kbi").unwrap();
+        let (a, b) = (
+            flex(&rng.tensor(&[3, 2, 4], DType::F64)),
+            flex(&rng.tensor(&[2, 4, 5], DType::F64)),
+        );
+        let mut c = fb.zeros(&[5, 2, 3], DType::F64).unwrap();
+        let kernel = Kernel::Contract(&batched);
+        assert!(flex::run(&mut c, &[&a, &b], kernel, 1.0, 0.0, DType::F64).unwrap());
+        let diagonal = TraceSpec::from_labels("ibjb", "jbi").unwrap();
+        let x = flex(&rng.tensor(&[3, 2, 4, 2], DType::F32));
+        let mut d = fb.zeros(&[4, 2, 3], DType::F32).unwrap();
+        let kernel = Kernel::Trace(&diagonal);
+        assert!(flex::run(&mut d, &[&x], kernel, 2.0, 0.0, DType::F32).unwrap());
+        let mut y = fb.zeros(&[3, 2, 4, 2], DType::F32).unwrap();
+        let kernel = Kernel::AddToDiagonal(&diagonal);
+        assert!(flex::run(&mut y, &[&d], kernel, 1.0, 1.0, DType::F32).unwrap());
+        // y holds d on its diagonal: tracing it again gives d back.
+        let mut again = fb.zeros(&[4, 2, 3], DType::F32).unwrap();
+        let (one, zero) = (1.0.into(), 0.0.into());
+        fb.trace(&mut again, &y, &diagonal, Conj::No, one, zero)
+            .unwrap();
+        assert_eq!(fb.to_host(&again).unwrap(), fb.to_host(&d).unwrap());
     }
 
     #[test]

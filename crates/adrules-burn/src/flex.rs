@@ -1,20 +1,21 @@
 //! The Flex fast path: adrules-strided's kernels on Flex's own storage.
 //!
 //! When the inner backend is burn's Flex CPU backend, [`BurnBackend`](crate::BurnBackend)
-//! runs its permuted add, trace and contraction through `adrules_strided::kernels` instead of
-//! burn ops: operands are read in place as strided views of the Flex buffers (Flex layouts
-//! carry strides, possibly negative or zero, and an offset, which the views take as they
-//! are: no copy for transposed, sliced or broadcast operands), and the contraction runs on
-//! faer's GEMM. The output is a fresh row-major buffer handed to Flex without copying
-//! (`β = 0`), or C's own buffer updated in place when C is uniquely owned and dense (copied
-//! first otherwise, so no other handle sees the update).
+//! runs its permuted add, generalized trace (diagonals, traces, sums), the trace's adjoint
+//! `add_to_diagonal` (in place in A) and (batched) contraction through
+//! `adrules_strided::kernels` instead of burn ops: operands are read in place as strided
+//! views of the Flex buffers (Flex layouts carry strides, possibly negative or zero, and an
+//! offset, which the views take as they are: no copy for transposed, sliced or broadcast
+//! operands), and the contraction runs on faer's GEMM. The output is a fresh row-major buffer
+//! handed to Flex without copying (`β = 0`), or C's own buffer updated in place when C is
+//! uniquely owned and dense (copied first otherwise, so no other handle sees the update).
 //!
 //! Detection is by type (`B::FloatTensorPrimitive` is `FlexTensor`), so every other backend
 //! takes the generic path of burn ops.
 
 use std::any::Any;
 
-use adrules_core::{Conj, ContractSpec, DType, Permutation, Result, TraceSpec};
+use adrules_core::{Conj, ContractSpec, DType, DynScalar, Permutation, Result, TraceSpec};
 use adrules_strided::{Element, StridedView, StridedViewMut, kernels};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, TensorData};
@@ -87,8 +88,11 @@ fn update<T: FlexElement, B: Backend>(
 pub(crate) enum Kernel<'a> {
     /// `C ← β·C + α·P_p(A)`
     Add(&'a Permutation),
-    /// `C ← β·C + α·P_p(tr A)`
+    /// `C ← β·C + α·Σ_summed diag_kept(A)`: diagonals, traces, sums
     Trace(&'a TraceSpec),
+    /// `A ← A + α·C` on the diagonal of A (the trace's adjoint; the operand is C, the updated
+    /// tensor A, and β is 1)
+    AddToDiagonal(&'a TraceSpec),
     /// `C ← β·C + α·P(A·B)`
     Contract(&'a ContractSpec),
 }
@@ -124,11 +128,12 @@ fn typed<T: FlexElement, B: Backend>(
 ) -> Result<()> {
     let views = x.iter().map(|t| view::<T, B>(t));
     let views = views.collect::<Result<Vec<_>>>()?;
-    let fresh = beta == 0.0;
+    let (fresh, proj) = (beta == 0.0, DynScalar::from(alpha));
     let (alpha, beta) = (T::from_elem(alpha), T::from_elem(beta));
     update::<T, B>(c, fresh, |cv| match (kernel, views.as_slice()) {
         (Kernel::Add(p), [a]) => kernels::add(cv, a, p, Conj::No, alpha, beta),
         (Kernel::Trace(spec), [a]) => kernels::trace(cv, a, spec, Conj::No, alpha, beta),
+        (Kernel::AddToDiagonal(spec), [c]) => kernels::add_to_diagonal(cv, c, spec, Conj::No, proj),
         (Kernel::Contract(spec), [a, b]) => {
             kernels::contract(cv, a, b, spec, Conj::No, Conj::No, alpha, beta)
         }

@@ -9,13 +9,13 @@
 //!   instead through adrules-strided's kernels on Flex's own buffers (strided views, no copy
 //!   of transposed or broadcast operands; contractions on faer's GEMM).
 //! - [`forward`] / [`forward_autodiff`]: an [`Op`] — a core
-//!   [`Primitive`](adrules_core::rules::Primitive) call (permuted add, partial trace, pairwise
-//!   contraction, each optionally updating an input C) or a whole
-//!   [`NetworkPlan`](adrules_core::network::NetworkPlan) with any number of operands — on the
-//!   primitives of any backend `B`; on `Autodiff<B, C>` it is one
-//!   [`Backward`](burn_autodiff::ops::Backward) node with every input as a parent, whose
-//!   backward is the core's pullback (see [`forward_autodiff`] for checkpointing and
-//!   failures).
+//!   [`Primitive`](adrules_core::rules::Primitive) call (permuted add; generalized trace:
+//!   diagonals, traces and sums; pairwise contraction with batch axes; each optionally
+//!   updating an input C) or a whole [`NetworkPlan`](adrules_core::network::NetworkPlan)
+//!   with any number of operands — on the primitives of any backend `B`; on
+//!   `Autodiff<B, C>` it is one [`Backward`](burn_autodiff::ops::Backward) node with every
+//!   input as a parent, whose backward is the core's pullback (see [`forward_autodiff`] for
+//!   checkpointing and failures).
 //! - [`apply`], [`contract`], [`add`], [`trace`], [`network`], [`einsum`], [`ncon`]: the
 //!   same on burn's user-facing [`Tensor`](burn_tensor::Tensor), routed to Flex (with
 //!   autodiff when an input has it).
@@ -48,10 +48,12 @@
 //!
 //! ## Conventions
 //! The core's: 0-based axes, permutation `p` puts input axis `p[m]` at output axis `m`,
-//! contraction specs split A as `(open_a, contr_a)` and B as `(contr_b, open_b)` (see
-//! [`adrules_core::spec`]). burn has f32 and f64 float tensors and no complex dtype: complex
-//! data is [`Error::Unsupported`](adrules_core::Error::Unsupported), conjugation flags are
-//! no-ops. Scalars follow burn's convention of shape `[1]`. burn's backward is not itself
+//! trace specs partition A's axes into kept groups (output axes, diagonals when a group has
+//! several axes) and summed groups, contraction specs split A as `(batch_a, open_a, contr_a)`
+//! and B as `(batch_b, contr_b, open_b)` (see [`adrules_core::spec`]). burn has f32 and f64
+//! float tensors and no complex dtype: complex data is
+//! [`Error::Unsupported`](adrules_core::Error::Unsupported), conjugation flags are no-ops.
+//! Scalars follow burn's convention of shape `[1]`. burn's backward is not itself
 //! differentiable (no double backward).
 //!
 //! ## Dependencies

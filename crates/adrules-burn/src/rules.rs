@@ -36,7 +36,8 @@ use crate::node::{At, Cotangents, Rule, primal_only, record};
 #[non_exhaustive]
 #[allow(clippy::large_enum_variant)] // built once per call and passed by reference
 pub enum Op {
-    /// one call of a core primitive: permuted add, partial trace or pairwise contraction
+    /// one call of a core primitive: permuted add, generalized trace or (batched) pairwise
+    /// contraction
     Primitive(Primitive),
     /// a tensor network lowered for fixed operand shapes
     Network(NetworkPlan),

@@ -1,6 +1,6 @@
 //! The ops on burn's user-facing tensors ([`burn_tensor::Tensor`]), routed to Flex.
 
-use adrules_core::network::{Network, NetworkPlan, Order};
+use adrules_core::network::{Network, NetworkPlan, Order, PlanCache};
 use adrules_core::rules::{AddOp, ContractOp, TraceOp};
 use adrules_core::{Error, Result};
 use burn_autodiff::Autodiff;
@@ -145,18 +145,24 @@ pub fn network<const N: usize, const D: usize>(
     apply(&Op::Network(plan.clone()), operands)
 }
 
-/// The tensor network of the Einstein string `subscripts` (explicit output, every label
-/// twice in total: see [`Network::einsum`]) on `operands`, as one node, in an order searched
-/// for the operand shapes.
+/// The tensor network of the Einstein string `subscripts` in torch's grammar (batch labels
+/// `"bij,bjk->bik"`, attention `"bhqd,bhkd->bhqk"`, diagonals `"ii->i"`, sums `"ij->i"`,
+/// hyperedges, implicit output `"ij,jk"`, ellipsis with broadcasting; see
+/// [`Network::einsum`]) on `operands`, as one node, in an order searched for the operand
+/// shapes. The plan comes from the core's [`PlanCache::global`]: repeated calls with the same
+/// string and shapes plan once.
 ///
 /// # Errors
 /// The string's errors ([`Error::Parse`], [`Error::InvalidLabel`]) and the planning errors of
-/// [`NetworkPlan::new`] (operand count, ranks, dimensions); otherwise as [`apply`].
+/// [`NetworkPlan::new`] (operand count, ranks, dimensions, ellipsis dimensions that do not
+/// broadcast); otherwise as [`apply`].
 pub fn einsum<const N: usize, const D: usize>(
     subscripts: &str,
     operands: [Operand; N],
 ) -> Result<Tensor<D>> {
-    network(&plan(&Network::einsum(subscripts)?, &operands)?, operands)
+    let dims = scalar_dims(&Network::einsum(subscripts)?, &operands);
+    let plan = PlanCache::global().einsum(subscripts, &dims)?;
+    network(&plan, operands)
 }
 
 /// The tensor network of the ncon index lists `indices` (positive labels contracted,
@@ -170,19 +176,17 @@ pub fn ncon<const N: usize, const D: usize, I: AsRef<[i64]>>(
     indices: &[I],
     operands: [Operand; N],
 ) -> Result<Tensor<D>> {
-    network(&plan(&Network::ncon(indices, None)?, &operands)?, operands)
+    let net = Network::ncon(indices, None)?;
+    let dims = scalar_dims(&net, &operands);
+    network(&NetworkPlan::new(&net, &dims, &Order::Default)?, operands)
 }
 
-/// `network` planned in its notation's default order for the shapes of `operands` (a
-/// shape-`[1]` operand of a rank-0 slot read as a scalar).
-fn plan(network: &Network, operands: &[Operand]) -> Result<NetworkPlan> {
-    let mut dims: Vec<Vec<usize>> = operands.iter().map(Operand::dims).collect();
-    for (k, d) in dims.iter_mut().enumerate() {
-        if network.operand_labels(k).is_some_and(|l| l.is_empty()) && d[..] == [1] {
-            d.clear();
-        }
-    }
-    NetworkPlan::new(network, &dims, &Order::Default)
+/// The shapes of `operands`, a shape-`[1]` operand of a rank-0 slot read as a scalar.
+fn scalar_dims(net: &Network, operands: &[Operand]) -> Vec<Vec<usize>> {
+    let rank0 = |k| net.operand_labels(k) == Some(vec![]) && net.operand_ellipsis(k).is_none();
+    let dims = |(k, o): (usize, &Operand)| (!rank0(k) || o.dims() != [1]).then(|| o.dims());
+    let all = operands.iter().enumerate().map(dims);
+    all.map(Option::unwrap_or_default).collect()
 }
 
 /// `C = α·P(op(A))` (see [`AddOp`]; β must be zero).

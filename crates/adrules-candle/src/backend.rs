@@ -21,9 +21,12 @@ use crate::forward::Forward;
 /// the value semantics the rules rely on. For the same reason C may be the same tensor as A
 /// or B: nothing is overwritten in place, so aliasing is harmless and not an error here.
 ///
-/// Each primitive's `α·op(…)` runs the storage-level forward of the differentiable ops (one
-/// code path for CPU, CUDA and Metal, see the crate docs), without recording a backward node;
-/// `β·C` and the sum are candle's `affine` and `add`.
+/// Each primitive's `α·op(…)` (permuted add, generalized trace, batched contraction) runs the
+/// storage-level forward of the differentiable ops (one code path for CPU, CUDA and Metal,
+/// see the crate docs), without recording a backward node; `β·C` and the sum are candle's
+/// `affine` and `add`. [`Backend::add_to_diagonal`] (the trace's adjoint) is written with
+/// candle's tensor ops (broadcast, zero padding, reshape, permute), so it too runs on any
+/// device: each group of A's axes, flattened, holds its diagonal at a fixed stride.
 ///
 /// # Checks
 /// Every tensor argument must live on this backend's device ([`Error::DeviceMismatch`]) and
@@ -95,6 +98,24 @@ impl CandleBackend {
         };
         Ok(())
     }
+}
+
+/// `t` with its axis `axis` (of dimension `n`) spread onto the diagonal of `g` axes of
+/// dimension `n`, flattened: an axis of `n^g` entries holding entry `i` at `i·(1 + n + … +
+/// n^(g−1))` and zeros elsewhere (`t` itself for `g = 1`). Padding the axis to `n × d` with
+/// zeros and keeping the first `n^g` entries of the flattened pair puts every entry there.
+fn onto_diagonal(t: &Tensor, axis: usize, n: usize, g: usize) -> Result<Tensor> {
+    if g == 1 {
+        return Ok(t.clone());
+    }
+    let d: usize = (0..g).map(|j| n.pow(j as u32)).sum();
+    let mut flat = t.dims().to_vec();
+    flat[axis] = n * d;
+    t.unsqueeze(axis + 1)
+        .and_then(|t| t.pad_with_zeros(axis + 1, 0, d - 1))
+        .and_then(|t| t.reshape(flat))
+        .and_then(|t| t.narrow(axis, 0, n.pow(g as u32)))
+        .map_err(from_candle)
 }
 
 impl Backend for CandleBackend {
@@ -208,26 +229,35 @@ impl Backend for CandleBackend {
         if a.elem_count() == 0 {
             return Ok(());
         }
-        // A viewed as (P, Q, Q) with its axes ordered (p, q1, q2): the diagonal of the last
-        // two is where every traced pair agrees, so the update is C (as P × 1) times the
-        // flattened identity, scattered back to A's axis order.
-        let dims = a.dims();
-        let q: usize = spec.q1().iter().map(|&i| dims[i]).product();
-        let wide = candle_dtype(da.join(dc))?;
-        let eye = Tensor::eye(q, wide, &self.device)
-            .and_then(|e| e.reshape((1, q * q)))
+        // With A's axes ordered by group (kept, then summed), a group of g axes of dimension
+        // n is one axis of n^g entries whose diagonal is every d-th entry, d = 1 + n + … +
+        // n^(g−1). The update is α·C broadcast over the summed groups, each group's axis
+        // embedded onto that diagonal, scattered back to A's axis order.
+        let dims = a.dims().to_vec();
+        let groups: Vec<&[usize]> = spec
+            .kept()
+            .iter()
+            .chain(spec.summed())
+            .map(|g| g.as_slice())
+            .collect();
+        let group_dims: Vec<usize> = groups.iter().map(|g| dims[g[0]]).collect();
+        let ones = vec![1; spec.summed().len()];
+        let mut update = c
+            .to_dtype(candle_dtype(da.join(dc))?)
+            .and_then(|c| c.affine(alpha.re(), 0.0))
+            .and_then(|c| c.to_dtype(a.dtype()))
+            .and_then(|c| c.reshape([c.dims(), &ones].concat()))
+            .and_then(|c| c.broadcast_as(group_dims.as_slice()))
             .map_err(from_candle)?;
-        let order = [spec.p(), spec.q1(), spec.q2()].concat();
+        for (axis, g) in groups.iter().enumerate() {
+            update = onto_diagonal(&update, axis, group_dims[axis], g.len())?;
+        }
+        let order: Vec<usize> = groups.concat();
         let grouped: Vec<usize> = order.iter().map(|&i| dims[i]).collect();
         let back = Permutation::new(&order)?.inverse();
-        let update = c
-            .to_dtype(wide)
-            .and_then(|c| c.reshape((c.elem_count(), 1)))
-            .and_then(|c| c.broadcast_mul(&eye))
-            .and_then(|d| d.affine(alpha.re(), 0.0))
-            .and_then(|d| d.reshape(grouped))
-            .and_then(|d| d.permute(back.as_slice()))
-            .and_then(|d| d.to_dtype(a.dtype()))
+        let update = update
+            .reshape(grouped)
+            .and_then(|u| u.permute(back.as_slice()))
             .map_err(from_candle)?;
         *a = (&*a + &update).map_err(from_candle)?;
         Ok(())

@@ -109,6 +109,12 @@ mod tests {
                 .unwrap()
                 .broadcast_as((3, 4, 4))
                 .unwrap(), // stride 0
+            base.narrow(0, 1, 4)
+                .unwrap()
+                .narrow(1, 1, 4)
+                .unwrap()
+                .permute((2, 1, 0))
+                .unwrap(), // (4, 4, 4), offset, reversed strides
         ]
     }
 
@@ -130,12 +136,35 @@ mod tests {
                 let spec = TraceSpec::new(&[0], &[1], &[2]).unwrap();
                 let trace = TraceOp::new(spec).alpha(-2.0).into();
                 assert!(both(&trace, &[(&s, &l)], dtype) <= tol, "trace");
+                // Generalized traces: diagonals, sums, a full reduction, a hypertrace.
+                let cubic = x.dims().iter().all(|&d| d == 4);
+                for (ta, tc) in [
+                    ("abb", "ab"),
+                    ("abb", "ba"),
+                    ("abc", "c"),
+                    ("abc", ""),
+                    ("abb", ""),
+                    ("aaa", "a"),
+                    ("aaa", ""),
+                ] {
+                    if ta == "aaa" && !cubic {
+                        continue;
+                    }
+                    let spec = TraceSpec::from_labels(ta, tc).unwrap();
+                    let trace = TraceOp::new(spec).alpha(0.75).into();
+                    assert!(both(&trace, &[(&s, &l)], dtype) <= tol, "{ta}->{tc}");
+                }
                 for y in &xs {
                     let (t, m) = cpu_of(y);
                     for labels in [
                         ("abc", "dbc", "ad"),
                         ("abc", "dcb", "da"),
                         ("abc", "dce", "bead"),
+                        // batched: (batch, open_a, open_b), swapped (batch, open_b, open_a),
+                        // no contracted axis
+                        ("abc", "dcb", "cad"),
+                        ("abc", "dbc", "bda"),
+                        ("abc", "dbc", "abdc"),
                     ] {
                         let spec = ContractSpec::from_labels(labels.0, labels.1, labels.2).unwrap();
                         let contract = ContractOp::new(spec).alpha(1.5).into();
@@ -146,6 +175,73 @@ mod tests {
                 // A wrong number of operands is an error, on both paths.
                 assert!(forward(&add, &[(&s, &l), (&s, &l)], dtype).is_err());
                 assert!(kernel::forward::<CpuStorage>(&add, &[], dtype).is_err());
+            }
+        }
+    }
+    /// A random tensor of `dims`, contiguous or with reversed strides.
+    fn random(dims: &[usize], dtype: DType, reversed: bool) -> Tensor {
+        let t = Tensor::randn(0f64, 1.0, dims, &Device::Cpu)
+            .and_then(|t| t.to_dtype(dtype))
+            .unwrap();
+        if !reversed {
+            return t;
+        }
+        let rev: Vec<usize> = (0..dims.len()).rev().collect();
+        let t = t.permute(rev.clone()).unwrap().contiguous().unwrap();
+        t.permute(rev).unwrap()
+    }
+
+    /// The generalized traces and batched contractions of the kernel path (CUDA, Metal)
+    /// against the strided kernels on CPU storage, contiguous and strided.
+    #[test]
+    fn generic_kernels_agree_on_general_specs() {
+        let both = |prim: &Primitive, x: &[Tensor], dtype: DType| {
+            let held: Vec<(CpuStorage, Layout)> = x.iter().map(cpu_of).collect();
+            let refs: Vec<(&CpuStorage, &Layout)> = held.iter().map(|(s, l)| (s, l)).collect();
+            let fast = to_tensor(forward(prim, &refs, dtype).unwrap());
+            let generic = to_tensor(kernel::forward(prim, &refs, dtype).unwrap());
+            max_diff(&fast, &generic)
+        };
+        let traces: &[(&str, &str, &[usize])] = &[
+            ("ii", "i", &[4, 4]),
+            ("bii", "bi", &[3, 4, 4]),
+            ("iii", "i", &[3, 3, 3]),
+            ("ij", "i", &[3, 5]),
+            ("ijk", "", &[2, 3, 4]),
+            ("iii", "", &[3, 3, 3]),
+            ("ii", "", &[5, 5]),
+            ("iijk", "kj", &[3, 3, 2, 4]),
+            ("ijij", "ji", &[2, 3, 2, 3]),
+            ("ii", "i", &[0, 0]),
+            ("ij", "i", &[3, 0]),
+        ];
+        type Labels = (&'static str, &'static str, &'static str);
+        let contractions: &[(Labels, &[usize], &[usize])] = &[
+            (("bij", "bjk", "bik"), &[3, 2, 4], &[3, 4, 5]),
+            (("bhqd", "bhkd", "bhqk"), &[2, 3, 4, 5], &[2, 3, 6, 5]),
+            (("bhqk", "bhkd", "bhqd"), &[2, 3, 4, 6], &[2, 3, 6, 5]),
+            (("ibj", "bjk", "kbi"), &[4, 3, 2], &[3, 2, 5]),
+            (("bij", "bjk", "bki"), &[3, 2, 4], &[3, 4, 5]),
+            (("ij", "ij", "ij"), &[3, 4], &[3, 4]),
+            (("ij", "ji", "j"), &[3, 4], &[4, 3]),
+            (("bij", "bjk", "bik"), &[0, 2, 4], &[0, 4, 5]),
+            (("bij", "bjk", "bik"), &[3, 2, 0], &[3, 0, 5]),
+        ];
+        for dtype in [DType::F32, DType::F64] {
+            let tol = if dtype == DType::F32 { 1e-4 } else { 1e-12 };
+            for reversed in [false, true] {
+                for &(a, c, dims) in traces {
+                    let spec = TraceSpec::from_labels(a, c).unwrap();
+                    let prim = TraceOp::new(spec).alpha(-1.5).into();
+                    let x = [random(dims, dtype, reversed)];
+                    assert!(both(&prim, &x, dtype) <= tol, "{a}->{c}");
+                }
+                for &((a, b, c), da, db) in contractions {
+                    let spec = ContractSpec::from_labels(a, b, c).unwrap();
+                    let prim = ContractOp::new(spec).alpha(0.5).into();
+                    let x = [random(da, dtype, reversed), random(db, dtype, !reversed)];
+                    assert!(both(&prim, &x, dtype) <= tol * 10.0, "{a},{b}->{c}");
+                }
             }
         }
     }

@@ -26,9 +26,10 @@
 //!   read candle's buffers in place through their layouts (strides, offsets and stride-0
 //!   broadcasts included) and write the output buffer candle then owns. On CUDA and Metal
 //!   (features `cuda` and `metal` of this crate turn on candle's), one kernel per primitive
-//!   written once over candle's `BackendStorage` trait: TTGT on the device's GEMM, copying an
-//!   operand only when its memory order cannot be handed to the GEMM as a plain or
-//!   transposed matrix. That device-generic code is type-checked in every build (against
+//!   written once over candle's `BackendStorage` trait: TTGT on the device's batched GEMM
+//!   (batch axes as its batch), copying an operand only when its memory order cannot be
+//!   handed to the GEMM as a batch of plain or transposed matrices; the generalized trace as
+//!   one reduction over a strided diagonal view. That device-generic code is type-checked in every build (against
 //!   candle's placeholder GPU backends when the features are off) and tested on CPU storage
 //!   against the strided kernels. [`CandleBackend`]'s primitives run the same forward
 //!   without recording a node.

@@ -18,7 +18,7 @@
 //! alternative, one op over all operands packed into a single tensor, would copy every operand
 //! forward and every cotangent backward, and would hide the steps' activity from candle.
 
-use adrules_core::network::{Network, NetworkPlan, Order};
+use adrules_core::network::{Network, NetworkPlan, Order, PlanCache};
 use adrules_core::{Dims, Error, Result};
 use candle_core::Tensor;
 
@@ -75,15 +75,23 @@ fn plan_and_run(network: Result<Network>, operands: &[&Tensor]) -> candle_core::
     plan().and_then(|p| run(&p, operands)).map_err(to_candle)
 }
 
-/// Contracts `operands` as the Einstein string `subscripts` (e.g. `"abc,bd,cd->a"`; see
-/// [`Network::einsum`]) in the core's default order, differentiably. Plans once per call:
-/// build a [`NetworkPlan`] and call [`network`] to reuse it.
+/// Contracts `operands` as the Einstein string `subscripts` in torch's grammar (batch
+/// labels `"bij,bjk->bik"`, diagonals `"ii->i"`, sums `"ij->i"`, hyperedges, implicit output
+/// `"ij,jk"`, ellipsis with broadcasting `"...ij,...jk->...ik"`; see [`Network::einsum`]) in
+/// the core's default order, differentiably. The plan comes from the core's
+/// [`PlanCache::global`]: repeated calls with the same string and shapes plan once.
 ///
 /// # Errors
 /// As [`network`], wrapped the same way: the errors of [`Network::einsum`] (parse and label
-/// errors), of [`NetworkPlan::new`] (shapes of repeated labels) and of [`network`].
+/// errors), [`Error::CountMismatch`] (argument `"operands"`), the errors of
+/// [`NetworkPlan::new`] (ranks, shapes of shared labels, ellipsis dimensions that do not
+/// broadcast) and of [`network`].
 pub fn einsum(subscripts: &str, operands: &[&Tensor]) -> candle_core::Result<Tensor> {
-    plan_and_run(Network::einsum(subscripts), operands)
+    let dims: Vec<&[usize]> = operands.iter().map(|t| t.dims()).collect();
+    PlanCache::global()
+        .einsum(subscripts, &dims)
+        .and_then(|p| run(&p, operands))
+        .map_err(to_candle)
 }
 
 /// Contracts `operands` as the ncon network `indices` (positive labels contracted, negative

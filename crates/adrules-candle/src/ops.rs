@@ -132,28 +132,32 @@ pub fn add(op: &AddOp, a: &Tensor) -> candle_core::Result<Tensor> {
     apply(op.clone().into(), &[a]).map_err(to_candle)
 }
 
-/// Partial trace `α·P_p(tr_{q1,q2} A)` (see [`adrules_core::TraceSpec`]) as a differentiable
-/// candle op.
+/// Generalized partial trace `α·Σ_summed diag_kept(A)` (diagonals `ii->i`, `bii->bi`,
+/// traces `iij->j`, hypertraces `iii->`, sums `ij->i`; see [`adrules_core::TraceSpec`]) as a
+/// differentiable candle op.
 ///
-/// Coefficients and flags as in [`add`]. Forward: the diagonal of the traced pairs is read as
-/// a strided view of A and summed (no copy of A). Backward: the shared pullback
-/// [`TraceOp::rrule`], which adds `conj(α)·C̄` onto the diagonal of a zero Ā.
+/// Coefficients and flags as in [`add`]. Forward: the diagonal of every group of axes is read
+/// as a strided view of A and the summed groups are summed (no copy of A). Backward: the
+/// shared pullback [`TraceOp::rrule`], which adds `conj(α)·C̄`, broadcast over the summed
+/// groups, onto the diagonal of a zero Ā.
 ///
 /// # Errors
-/// As [`add`], plus [`ShapeMismatch`](adrules_core::Error::ShapeMismatch) for traced axes of
-/// unequal dimension.
+/// As [`add`], plus [`ShapeMismatch`](adrules_core::Error::ShapeMismatch) for axes of one
+/// group of unequal dimension.
 pub fn trace(op: &TraceOp, a: &Tensor) -> candle_core::Result<Tensor> {
     apply(op.clone().into(), &[a]).map_err(to_candle)
 }
 
-/// Pairwise contraction `α·P_pAB(A·B)` (see [`adrules_core::ContractSpec`]) as a
+/// Pairwise (batched) contraction `α·P_pAB(A·B)` (see [`adrules_core::ContractSpec`]; batch
+/// labels such as `b` in `bij,bjk->bik` give one product per batch index) as a
 /// differentiable candle op.
 ///
 /// A and B may have different dtypes (f32 and f64): the result has the joined dtype and each
 /// gradient its operand's dtype. Coefficients and flags as in [`add`]. Forward: TTGT on the
-/// tensors' device, reading A and B in place when their memory order allows a plain or a
-/// transposed matrix view. Backward: the shared pullback [`ContractOp::rrule`],
-/// `Ā = conj(α)·C̄·B̂ᴴ`, `B̄ = conj(α)·Âᴴ·C̄` as two contractions (TensorOperations.jl
+/// tensors' device as one batched GEMM, reading A and B in place when their memory order
+/// allows a batch of plain or transposed matrix views. Backward: the shared pullback
+/// [`ContractOp::rrule`], `Ā = conj(α)·C̄·B̂ᴴ`, `B̄ = conj(α)·Âᴴ·C̄` as two (batched)
+/// contractions (TensorOperations.jl
 /// [`src/pullbacks/contract.jl`](https://github.com/Jutho/TensorOperations.jl/blob/v5.8.0/src/pullbacks/contract.jl));
 /// only the inputs candle tracks get one, and A and B are kept by the graph node, nothing
 /// else (no intermediate of the forward is saved).

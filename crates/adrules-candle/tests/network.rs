@@ -251,14 +251,14 @@ fn bad_input_is_a_typed_error() {
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
     let e = typed(einsum("ij,jk->ik", &[&a]).unwrap_err());
     assert!(matches!(e, Error::CountMismatch { .. }), "{e}");
-    let e = typed(einsum("ij,jk", &[&a, &b]).unwrap_err());
+    let e = typed(einsum("ij,jk->ik->k", &[&a, &b]).unwrap_err());
     assert!(matches!(e, Error::Parse { .. }), "{e}");
     let e = typed(ncon(&[vec![-1, 0]], &[&a]).unwrap_err());
     assert!(matches!(e, Error::InvalidLabel { .. }), "{e}");
     let p = plan("ij,jk->ik", &[&[3, 4], &[4, 2]]);
     let e = typed(network(&p, &[&a, &b]).unwrap_err());
     assert!(
-        matches!(e, Error::ShapeMismatch { ref arg, .. } if arg == "operand 1"),
+        matches!(e, Error::ShapeMismatch { ref arg, .. } if arg.starts_with("operand 1")),
         "{e}"
     );
     let e = typed(network(&p, &[&a]).unwrap_err());

@@ -15,8 +15,9 @@ use adrules_strided::Strided;
 use adrules_testing::{FiniteDifference, ReferenceBackend, Rng, Tolerance, Value};
 use candle_core::{Device, Tensor, Var};
 
-/// One op under test.
+/// One op under test (a test value: its size does not matter).
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)]
 enum Case {
     Add(AddOp, Vec<usize>),
     Trace(TraceOp, Vec<usize>),
@@ -77,31 +78,48 @@ impl Case {
         let out = match self {
             Case::Add(op, _) => x[0].permute(op.perm.as_slice()).unwrap(),
             Case::Trace(op, a) => {
+                // Group the axes (kept, then summed), flatten each group of g axes of
+                // dimension n to n^g entries, select its diagonal (every d-th entry, d = 1 +
+                // n + … + n^(g−1)), then sum the summed groups.
                 let s = &op.spec;
-                let order: Vec<usize> = s.p().iter().chain(s.q1()).chain(s.q2()).copied().collect();
-                let p: usize = s.p().iter().map(|&i| a[i]).product();
-                let q: usize = s.q1().iter().map(|&i| a[i]).product();
-                let eye = Tensor::eye(q, x[0].dtype(), &Device::Cpu).unwrap();
-                x[0].permute(order)
-                    .and_then(|t| t.reshape((p, q, q)))
-                    .and_then(|t| t.broadcast_mul(&eye.reshape((1, q, q))?))
-                    .and_then(|t| t.sum((1, 2)))
-                    .and_then(|t| t.reshape(self.output_dims()))
-                    .unwrap()
+                let groups: Vec<&[usize]> = s
+                    .kept()
+                    .iter()
+                    .chain(s.summed())
+                    .map(|g| g.as_slice())
+                    .collect();
+                let order: Vec<usize> = groups.concat();
+                let flat: Vec<usize> = groups.iter().map(|g| a[g[0]].pow(g.len() as u32)).collect();
+                let mut t = x[0].permute(order).unwrap().reshape(flat).unwrap();
+                for (axis, g) in groups.iter().enumerate() {
+                    let n = a[g[0]];
+                    let d: usize = (0..g.len()).map(|j| n.pow(j as u32)).sum();
+                    let idx: Vec<u32> = (0..n).map(|i| (i * d) as u32).collect();
+                    let idx = Tensor::new(idx.as_slice(), &Device::Cpu).unwrap();
+                    t = t.index_select(&idx, axis).unwrap();
+                }
+                let summed: Vec<usize> = (s.rank_c()..groups.len()).collect();
+                if summed.is_empty() {
+                    t
+                } else {
+                    t.sum(summed).unwrap()
+                }
             }
             Case::Contract(op, a, b) => {
                 let s = &op.spec;
                 let size = |d: &[usize], ax: &[usize]| ax.iter().map(|&i| d[i]).product::<usize>();
-                let (m, k, n) = (
+                let (l, m, k, n) = (
+                    size(a, s.batch_a()),
                     size(a, s.open_a()),
                     size(a, s.contr_a()),
                     size(b, s.open_b()),
                 );
-                let pa: Vec<usize> = s.open_a().iter().chain(s.contr_a()).copied().collect();
-                let pb: Vec<usize> = s.contr_b().iter().chain(s.open_b()).copied().collect();
+                let pa: Vec<usize> = [s.batch_a(), s.open_a(), s.contr_a()].concat();
+                let pb: Vec<usize> = [s.batch_b(), s.contr_b(), s.open_b()].concat();
                 let inter: Vec<usize> = s
-                    .open_a()
+                    .batch_a()
                     .iter()
+                    .chain(s.open_a())
                     .map(|&i| a[i])
                     .chain(s.open_b().iter().map(|&j| b[j]))
                     .collect();
@@ -115,14 +133,14 @@ impl Case {
                     .unwrap()
                     .permute(pa)
                     .unwrap()
-                    .reshape((m, k))
+                    .reshape((l, m, k))
                     .unwrap();
                 let bm = x[1]
                     .to_dtype(dtype)
                     .unwrap()
                     .permute(pb)
                     .unwrap()
-                    .reshape((k, n))
+                    .reshape((l, k, n))
                     .unwrap();
                 am.matmul(&bm)
                     .and_then(|c| c.reshape(inter))
@@ -270,6 +288,30 @@ fn cases(rng: &mut Rng) -> Vec<Case> {
             ContractOp::new(ContractSpec::from_labels("ij", "jk", "ik").unwrap()),
             vec![3, 0],
             vec![0, 2],
+        ),
+        // Generalized traces: a batched diagonal, a hypertrace with a kept axis, a sum.
+        Case::Trace(
+            TraceOp::new(TraceSpec::from_labels("bii", "bi").unwrap()).alpha(al()),
+            vec![2, 3, 3],
+        ),
+        Case::Trace(
+            TraceOp::new(TraceSpec::from_labels("iijik", "kj").unwrap()),
+            vec![3, 3, 2, 3, 4],
+        ),
+        Case::Trace(
+            TraceOp::new(TraceSpec::from_labels("ijk", "j").unwrap()).alpha(al()),
+            vec![2, 3, 4],
+        ),
+        // Batched contractions, with the batch labels permuted in C.
+        Case::Contract(
+            ContractOp::new(ContractSpec::from_labels("bhqd", "bhkd", "bhqk").unwrap()).alpha(al()),
+            vec![2, 2, 3, 4],
+            vec![2, 2, 5, 4],
+        ),
+        Case::Contract(
+            ContractOp::new(ContractSpec::from_labels("ibj", "bjk", "kbi").unwrap()),
+            vec![3, 2, 4],
+            vec![2, 4, 5],
         ),
     ]
 }
@@ -581,7 +623,7 @@ fn backward_failures_are_typed() {
     };
     let e = try_backward(&loss(true)).unwrap_err();
     assert!(
-        matches!(e, Error::ShapeMismatch { ref arg, .. } if arg.starts_with("a (traced axes")),
+        matches!(e, Error::ShapeMismatch { ref arg, .. } if arg.starts_with("a (axes")),
         "{e}"
     );
     let e = loss(true).backward().unwrap_err();

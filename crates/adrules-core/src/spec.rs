@@ -4,12 +4,15 @@
 //! derived in [`crate::math`]):
 //! - **Permutation** `p`: output axis `m` is input axis `p[m]`, so
 //!   `C[i_0, …] = A[j]` with `j[p[m]] = i_m`, and `dims(C)[m] = dims(A)[p[m]]`.
-//! - **Trace** `(p, q1, q2)`: axis `q1[k]` of A is traced against axis `q2[k]`; the remaining
-//!   axes are permuted by `p`; `(p…, q1…, q2…)` is a permutation of A's axes.
-//! - **Contraction** `(open_a, contr_a), (contr_b, open_b), perm_ab`: axis `contr_a[k]` of A
-//!   is summed against axis `contr_b[k]` of B; the virtual intermediate has axes
-//!   `(open_a…, open_b…)` (A's open axes first, in the given order), and output axis `m` is
-//!   intermediate axis `perm_ab[m]`. No contracted axes is an outer product.
+//! - **Trace** (generalized): A's axes are partitioned into groups that share one index;
+//!   kept group `m` is output axis `m` (a diagonal when it has several axes), summed groups
+//!   are summed over their diagonal. The classic partial trace `(p, q1, q2)` (axis `q1[k]`
+//!   traced against `q2[k]`, the rest permuted by `p`) is the special case of pairs.
+//! - **Contraction** `(batch_a, open_a, contr_a), (batch_b, contr_b, open_b), perm_ab`: axis
+//!   `contr_a[k]` of A is summed against axis `contr_b[k]` of B, `batch_a[k]` and `batch_b[k]`
+//!   share one index (batch labels); the virtual intermediate has axes
+//!   `(batch…, open_a…, open_b…)`, and output axis `m` is intermediate axis `perm_ab[m]`. No
+//!   contracted axes is an outer product.
 //!
 //! Constructors check everything that does not depend on shapes; `check` methods validate
 //! shapes at call time. Both return typed errors that name the argument.
@@ -183,24 +186,43 @@ impl Permutation {
     }
 }
 
-/// Index specification of a partial trace `C ← β·C + α·P_p(tr_{q1,q2} op(A))`.
+/// Index specification of a generalized partial trace
+/// `C ← β·C + α·Σ_{summed} diag(op(A))`: diagonals, traces and sums of one operand in one
+/// primitive.
 ///
-/// Axis `q1[k]` of A is traced against axis `q2[k]` (their dimensions must agree); output
-/// axis `m` is A's axis `p[m]`. `(p…, q1…, q2…)` is a permutation of A's axes. With `p` empty
-/// the result is a full trace to a rank-0 tensor.
+/// A's axes are partitioned into **groups**; all axes of one group share one index (their
+/// dimensions must agree), so a group of `g` axes of dimension `n` contributes the `n`
+/// entries of its diagonal `A[…, t, …, t, …]`:
+/// - **kept** group `m` becomes output axis `m` (`kept[m] = [i]` is a plain permuted axis,
+///   `[i, j]` the diagonal `ii->i`, `[i, j, k]` the diagonal `iii->i`);
+/// - **summed** groups are summed over their diagonal (`[i]` is a sum over one axis,
+///   `ij->i`; `[i, j]` a trace, `ii->`; `[i, j, k]` the hypertrace `iii->`).
+///
+/// With `C[i_0, …] ` at output multi-index `i` and `t` ranging over the summed groups:
+/// `C[i] ← β·C[i] + α·Σ_t op(A[J(i, t)])` where `J[a] = i_m` for `a ∈ kept[m]` and
+/// `J[a] = t_k` for `a ∈ summed[k]`. `(kept…, summed…)` flattened is a permutation of A's
+/// axes. No summed group and singleton kept groups is the permuted add; the classic partial
+/// trace `(p, q1, q2)` is `kept = [[p_0], …]`, `summed = [[q1_0, q2_0], …]`
+/// ([`TraceSpec::new`]).
+///
+/// Why one primitive: diagonals, traces and single-axis sums are all "read A on the diagonal
+/// of its groups, sum some of the resulting axes"; on a strided layout that diagonal is itself
+/// a view (the stride of a group is the sum of its axes' strides), so one kernel serves all of
+/// them, and one adjoint ([`Backend::add_to_diagonal`](crate::Backend::add_to_diagonal):
+/// broadcast C onto the diagonal) serves all their pullbacks.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TraceSpec {
-    p: Axes,
-    q1: Axes,
-    q2: Axes,
+    kept: Vec<Axes>,
+    summed: Vec<Axes>,
 }
 
 impl TraceSpec {
-    /// Validates the split.
+    /// The classic partial trace: axis `q1[k]` traced against `q2[k]`, the remaining axes
+    /// permuted by `p` (output axis `m` is A's axis `p[m]`).
     ///
     /// # Errors
     /// [`Error::CountMismatch`] when `q1` and `q2` differ in length; [`Error::InvalidIndices`]
-    /// (argument `"trace spec"`) when `(p, q1, q2)` is not a permutation of
+    /// (argument `"trace spec (p, q1, q2)"`) when `(p, q1, q2)` is not a permutation of
     /// `0..len(p)+2·len(q1)`.
     pub fn new(p: &[usize], q1: &[usize], q2: &[usize]) -> Result<Self> {
         if q1.len() != q2.len() {
@@ -213,31 +235,127 @@ impl TraceSpec {
         let all: Axes = p.iter().chain(q1).chain(q2).copied().collect();
         check_is_permutation("trace spec (p, q1, q2)", &all, all.len())?;
         Ok(TraceSpec {
-            p: p.iter().copied().collect(),
-            q1: q1.iter().copied().collect(),
-            q2: q2.iter().copied().collect(),
+            kept: p.iter().map(|&i| Axes::from_slice(&[i])).collect(),
+            summed: q1
+                .iter()
+                .zip(q2)
+                .map(|(&i, &j)| Axes::from_slice(&[i, j]))
+                .collect(),
         })
     }
 
-    /// Kept axes, in output order.
-    pub fn p(&self) -> &[usize] {
-        &self.p
+    /// The general form: `kept[m]` are the axes of A that form output axis `m` (their
+    /// diagonal), `summed[k]` the axes summed together over their diagonal.
+    ///
+    /// # Errors
+    /// [`Error::InvalidIndices`] (argument `"trace spec (kept, summed)"`) for an empty group or
+    /// when the groups together are not a permutation of A's axes `0..n`.
+    pub fn from_groups<K: AsRef<[usize]>, S: AsRef<[usize]>>(
+        kept: &[K],
+        summed: &[S],
+    ) -> Result<Self> {
+        let arg = "trace spec (kept, summed)";
+        let all: Axes = kept
+            .iter()
+            .map(AsRef::as_ref)
+            .chain(summed.iter().map(AsRef::as_ref))
+            .flatten()
+            .copied()
+            .collect();
+        if let Some(k) = kept.iter().position(|g| g.as_ref().is_empty()) {
+            return Err(Error::indices(
+                arg,
+                &all,
+                format!("kept group {k} is empty"),
+            ));
+        }
+        if let Some(k) = summed.iter().position(|g| g.as_ref().is_empty()) {
+            return Err(Error::indices(
+                arg,
+                &all,
+                format!("summed group {k} is empty"),
+            ));
+        }
+        check_is_permutation(arg, &all, all.len())?;
+        Ok(TraceSpec {
+            kept: kept.iter().map(|g| Axes::from_slice(g.as_ref())).collect(),
+            summed: summed
+                .iter()
+                .map(|g| Axes::from_slice(g.as_ref()))
+                .collect(),
+        })
     }
-    /// First axes of the traced pairs.
-    pub fn q1(&self) -> &[usize] {
-        &self.q1
+
+    /// Builds the spec from one-letter labels of A's axes and C's axes, e.g. `("bii", "bi")`
+    /// (a batched diagonal), `("ij", "i")` (a sum), `("ijji", "")` (a double trace): the axes
+    /// of A with C's label `m` form kept group `m`; the axes of each label absent from `c`
+    /// form one summed group (in order of first appearance in `a`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidLabel`] for a character that is not an ASCII letter, a label repeated
+    /// in `c` (argument `"c"`), or a label of `c` absent from `a`.
+    pub fn from_labels(a: &str, c: &str) -> Result<Self> {
+        let la: Vec<char> = a.chars().collect();
+        let lc: Vec<char> = c.chars().collect();
+        for (arg, l) in [("a", &la), ("c", &lc)] {
+            if let Some(x) = l.iter().find(|x| !x.is_ascii_alphabetic()) {
+                return Err(Error::InvalidLabel {
+                    arg: arg.into(),
+                    label: format!("{x:?}"),
+                    reason: "labels are ASCII letters (a-z, A-Z), as in Einstein strings".into(),
+                });
+            }
+        }
+        let mut kept: Vec<Axes> = Vec::with_capacity(lc.len());
+        for (m, x) in lc.iter().enumerate() {
+            if lc[..m].contains(x) {
+                return Err(Error::InvalidLabel {
+                    arg: "c".into(),
+                    label: x.to_string(),
+                    reason: "appears twice in the output".into(),
+                });
+            }
+            let g: Axes = (0..la.len()).filter(|&i| la[i] == *x).collect();
+            if g.is_empty() {
+                return Err(Error::InvalidLabel {
+                    arg: "c".into(),
+                    label: x.to_string(),
+                    reason: "does not appear in a".into(),
+                });
+            }
+            kept.push(g);
+        }
+        let mut summed: Vec<Axes> = Vec::new();
+        for (i, x) in la.iter().enumerate() {
+            if !lc.contains(x) && !la[..i].contains(x) {
+                summed.push((i..la.len()).filter(|&j| la[j] == *x).collect());
+            }
+        }
+        Self::from_groups(&kept, &summed)
     }
-    /// Second axes of the traced pairs.
-    pub fn q2(&self) -> &[usize] {
-        &self.q2
+
+    /// Kept groups: `kept()[m]` are the axes of A that form output axis `m`.
+    pub fn kept(&self) -> &[Axes] {
+        &self.kept
+    }
+    /// Summed groups: each is summed over its diagonal.
+    pub fn summed(&self) -> &[Axes] {
+        &self.summed
     }
     /// Rank of A.
     pub fn rank_a(&self) -> usize {
-        self.p.len() + 2 * self.q1.len()
+        self.kept.iter().chain(&self.summed).map(|g| g.len()).sum()
     }
     /// Rank of C.
     pub fn rank_c(&self) -> usize {
-        self.p.len()
+        self.kept.len()
+    }
+
+    /// The permutation `p` when this spec is a plain permuted add (every kept group one axis,
+    /// nothing summed).
+    pub fn as_permutation(&self) -> Option<Permutation> {
+        (self.summed.is_empty() && self.kept.iter().all(|g| g.len() == 1))
+            .then(|| Permutation(self.kept.iter().map(|g| g[0]).collect()))
     }
 
     /// Output shape for an input of shape `a`.
@@ -246,17 +364,24 @@ impl TraceSpec {
     /// As [`TraceSpec::check`] for everything about `a`.
     pub fn output_dims(&self, a: &[usize]) -> Result<Dims> {
         self.check_a(a)?;
-        Ok(self.p.iter().map(|&i| a[i]).collect())
+        Ok(self.kept.iter().map(|g| a[g[0]]).collect())
+    }
+
+    /// The dimension of each summed group for an A of shape `a` (unchecked: call
+    /// [`check`](Self::check) first).
+    pub fn summed_dims(&self, a: &[usize]) -> Dims {
+        self.summed.iter().map(|g| a[g[0]]).collect()
     }
 
     fn check_a(&self, a: &[usize]) -> Result<()> {
         if a.len() != self.rank_a() {
             return Err(Error::rank("a", self.rank_a(), a.len()));
         }
-        for (&i, &j) in self.q1.iter().zip(&self.q2) {
-            if a[i] != a[j] {
+        for g in self.kept.iter().chain(&self.summed) {
+            let i = g[0];
+            if let Some(&j) = g.iter().find(|&&j| a[j] != a[i]) {
                 return Err(Error::shape(
-                    format!("a (traced axes {i} and {j})"),
+                    format!("a (axes {i} and {j} share one index of a diagonal or trace)"),
                     &[a[i], a[i]],
                     &[a[i], a[j]],
                 ));
@@ -265,7 +390,7 @@ impl TraceSpec {
         Ok(())
     }
 
-    /// Checks shapes: rank of A, equal dimensions of each traced pair, and C's shape.
+    /// Checks shapes: rank of A, equal dimensions within each group, and C's shape.
     ///
     /// # Errors
     /// [`Error::RankMismatch`] / [`Error::ShapeMismatch`] naming `"a"` or `"c"`.
@@ -281,14 +406,21 @@ impl TraceSpec {
     }
 }
 
-/// Index specification of a pairwise contraction
+/// Index specification of a pairwise (batched) contraction
 /// `C ← β·C + α·P_{perm_ab}(op(A) · op(B))`.
 ///
-/// A's axes split into `(open_a, contr_a)`, B's into `(contr_b, open_b)`; `contr_a[k]` is
-/// summed against `contr_b[k]`; the intermediate has axes `(open_a…, open_b…)` and output axis
-/// `m` is intermediate axis `perm_ab[m]`.
+/// A's axes split into `(batch_a, open_a, contr_a)`, B's into `(batch_b, contr_b, open_b)`;
+/// `contr_a[k]` is summed against `contr_b[k]`; `batch_a[k]` and `batch_b[k]` share one index
+/// that is neither summed nor multiplied out (a batch label, `b` in `bij,bjk->bik`: one
+/// product per batch index). The intermediate has axes `(batch…, open_a…, open_b…)` and output
+/// axis `m` is intermediate axis `perm_ab[m]`:
+/// `C[P(u)] ← β·C[P(u)] + α·Σ_k op(A[batch_a = u_L, open_a = u_A, contr_a = k])·
+/// op(B[batch_b = u_L, contr_b = k, open_b = u_B])`.
+/// No batch axes is the plain pairwise contraction; no contracted axes an outer product.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ContractSpec {
+    batch_a: Axes,
+    batch_b: Axes,
     open_a: Axes,
     contr_a: Axes,
     contr_b: Axes,
@@ -297,7 +429,7 @@ pub struct ContractSpec {
 }
 
 impl ContractSpec {
-    /// Validates the split.
+    /// Validates the split of an unbatched contraction (intermediate `(open_a…, open_b…)`).
     ///
     /// # Errors
     /// [`Error::InvalidIndices`] when `(open_a, contr_a)` is not a permutation of A's axes
@@ -311,10 +443,40 @@ impl ContractSpec {
         open_b: &[usize],
         perm_ab: &[usize],
     ) -> Result<Self> {
-        let a: Axes = open_a.iter().chain(contr_a).copied().collect();
-        check_is_permutation("(open_a, contr_a)", &a, a.len())?;
-        let b: Axes = contr_b.iter().chain(open_b).copied().collect();
-        check_is_permutation("(contr_b, open_b)", &b, b.len())?;
+        Self::batched(&[], &[], open_a, contr_a, contr_b, open_b, perm_ab)
+    }
+
+    /// Validates the split of a batched contraction (intermediate
+    /// `(batch…, open_a…, open_b…)`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidIndices`] when `(batch_a, open_a, contr_a)` is not a permutation of A's
+    /// axes (argument `"(batch_a, open_a, contr_a)"`), likewise for B, or when `perm_ab` is
+    /// not a permutation of the intermediate's axes; [`Error::CountMismatch`] when `contr_a`
+    /// and `contr_b`, or `batch_a` and `batch_b`, differ in length.
+    pub fn batched(
+        batch_a: &[usize],
+        batch_b: &[usize],
+        open_a: &[usize],
+        contr_a: &[usize],
+        contr_b: &[usize],
+        open_b: &[usize],
+        perm_ab: &[usize],
+    ) -> Result<Self> {
+        let a: Axes = batch_a
+            .iter()
+            .chain(open_a)
+            .chain(contr_a)
+            .copied()
+            .collect();
+        check_is_permutation("(batch_a, open_a, contr_a)", &a, a.len())?;
+        let b: Axes = batch_b
+            .iter()
+            .chain(contr_b)
+            .chain(open_b)
+            .copied()
+            .collect();
+        check_is_permutation("(batch_b, contr_b, open_b)", &b, b.len())?;
         if contr_a.len() != contr_b.len() {
             return Err(Error::CountMismatch {
                 arg: "contr_b".into(),
@@ -322,8 +484,21 @@ impl ContractSpec {
                 actual: contr_b.len(),
             });
         }
-        check_is_permutation("perm_ab", perm_ab, open_a.len() + open_b.len())?;
+        if batch_a.len() != batch_b.len() {
+            return Err(Error::CountMismatch {
+                arg: "batch_b".into(),
+                expected: batch_a.len(),
+                actual: batch_b.len(),
+            });
+        }
+        check_is_permutation(
+            "perm_ab",
+            perm_ab,
+            batch_a.len() + open_a.len() + open_b.len(),
+        )?;
         Ok(ContractSpec {
+            batch_a: batch_a.iter().copied().collect(),
+            batch_b: batch_b.iter().copied().collect(),
             open_a: open_a.iter().copied().collect(),
             contr_a: contr_a.iter().copied().collect(),
             contr_b: contr_b.iter().copied().collect(),
@@ -333,14 +508,15 @@ impl ContractSpec {
     }
 
     /// Builds the spec from one-letter axis labels (ASCII letters, the grammar of
-    /// [`Network::einsum`](crate::network::Network::einsum)), e.g. `("abcd", "cdef", "abef")`:
-    /// labels in both `a` and `b` are contracted, the others are open and must appear in `c`
-    /// exactly once. Contracted axes are paired in the order they appear in `a`.
+    /// [`Network::einsum`](crate::network::Network::einsum)), e.g. `("abcd", "cdef", "abef")`
+    /// or `("bij", "bjk", "bik")`: labels in `a`, `b` and `c` are batch labels, labels in `a`
+    /// and `b` only are contracted, labels in one of `a`, `b` must appear in `c`. Contracted
+    /// and batch axes are paired in the order they appear in `a`.
     ///
     /// # Errors
     /// [`Error::InvalidLabel`] for a character that is not an ASCII letter, a label repeated
-    /// within one operand, a contracted label in `c`, or an open label missing from (or
-    /// unknown to) `c`.
+    /// within one operand, a label of `c` in neither `a` nor `b`, or a label of one operand
+    /// missing from `c` (sum it first with a [`TraceSpec`]).
     pub fn from_labels(a: &str, b: &str, c: &str) -> Result<Self> {
         let (la, lb, lc): (Vec<char>, Vec<char>, Vec<char>) = (
             a.chars().collect(),
@@ -366,35 +542,43 @@ impl ContractSpec {
                 }
             }
         }
+        let (mut batch_a, mut batch_b) = (Axes::new(), Axes::new());
         let mut open_a = Axes::new();
         let mut contr_a = Axes::new();
         let mut contr_b = Axes::new();
         for (i, x) in la.iter().enumerate() {
             match lb.iter().position(|y| y == x) {
+                Some(j) if lc.contains(x) => {
+                    batch_a.push(i);
+                    batch_b.push(j);
+                }
                 Some(j) => {
-                    if lc.contains(x) {
-                        return Err(Error::InvalidLabel {
-                            arg: "c".into(),
-                            label: x.to_string(),
-                            reason: "is contracted between a and b, so it cannot be open".into(),
-                        });
-                    }
                     contr_a.push(i);
                     contr_b.push(j);
                 }
                 None => open_a.push(i),
             }
         }
-        let open_b: Axes = (0..lb.len()).filter(|j| !contr_b.contains(j)).collect();
-        let inter: Vec<char> = open_a
+        let open_b: Axes = (0..lb.len())
+            .filter(|j| !contr_b.contains(j) && !batch_b.contains(j))
+            .collect();
+        let inter: Vec<char> = batch_a
             .iter()
+            .chain(&open_a)
             .map(|&i| la[i])
             .chain(open_b.iter().map(|&j| lb[j]))
             .collect();
         let mut perm = Axes::new();
         for x in &lc {
             match inter.iter().position(|y| y == x) {
-                Some(m) => perm.push(m),
+                Some(m) if !perm.contains(&m) => perm.push(m),
+                Some(_) => {
+                    return Err(Error::InvalidLabel {
+                        arg: "c".into(),
+                        label: x.to_string(),
+                        reason: "appears twice in the output".into(),
+                    });
+                }
                 None => {
                     return Err(Error::InvalidLabel {
                         arg: "c".into(),
@@ -411,9 +595,19 @@ impl ContractSpec {
                 reason: "is open (in exactly one of a, b) and must appear in the output".into(),
             });
         }
-        Self::new(&open_a, &contr_a, &contr_b, &open_b, &perm)
+        Self::batched(
+            &batch_a, &batch_b, &open_a, &contr_a, &contr_b, &open_b, &perm,
+        )
     }
 
+    /// Batch axes of A.
+    pub fn batch_a(&self) -> &[usize] {
+        &self.batch_a
+    }
+    /// Batch axes of B (paired with [`batch_a`](Self::batch_a)).
+    pub fn batch_b(&self) -> &[usize] {
+        &self.batch_b
+    }
     /// Open axes of A, in intermediate order.
     pub fn open_a(&self) -> &[usize] {
         &self.open_a
@@ -430,28 +624,32 @@ impl ContractSpec {
     pub fn open_b(&self) -> &[usize] {
         &self.open_b
     }
-    /// Output permutation over `(open_a…, open_b…)`.
+    /// Output permutation over `(batch…, open_a…, open_b…)`.
     pub fn perm_ab(&self) -> &Permutation {
         &self.perm_ab
     }
+    /// Number of batch axes.
+    pub fn num_batch(&self) -> usize {
+        self.batch_a.len()
+    }
     /// Rank of A.
     pub fn rank_a(&self) -> usize {
-        self.open_a.len() + self.contr_a.len()
+        self.batch_a.len() + self.open_a.len() + self.contr_a.len()
     }
     /// Rank of B.
     pub fn rank_b(&self) -> usize {
-        self.open_b.len() + self.contr_b.len()
+        self.batch_b.len() + self.open_b.len() + self.contr_b.len()
     }
     /// Rank of C.
     pub fn rank_c(&self) -> usize {
-        self.open_a.len() + self.open_b.len()
+        self.batch_a.len() + self.open_a.len() + self.open_b.len()
     }
 
     /// Output shape for inputs of shapes `a` and `b`.
     ///
     /// # Errors
     /// [`Error::RankMismatch`] naming `"a"` or `"b"`; [`Error::ShapeMismatch`] naming the
-    /// contracted axis of `"b"` whose dimension differs from its partner in A.
+    /// contracted or batch axis of `"b"` whose dimension differs from its partner in A.
     pub fn output_dims(&self, a: &[usize], b: &[usize]) -> Result<Dims> {
         if a.len() != self.rank_a() {
             return Err(Error::rank("a", self.rank_a(), a.len()));
@@ -459,18 +657,24 @@ impl ContractSpec {
         if b.len() != self.rank_b() {
             return Err(Error::rank("b", self.rank_b(), b.len()));
         }
-        for (&i, &j) in self.contr_a.iter().zip(&self.contr_b) {
-            if a[i] != b[j] {
-                return Err(Error::shape(
-                    format!("b (axis {j}, contracted with axis {i} of a)"),
-                    &[a[i]],
-                    &[b[j]],
-                ));
+        for (kind, pa, pb) in [
+            ("batch axis with", &self.batch_a, &self.batch_b),
+            ("contracted with", &self.contr_a, &self.contr_b),
+        ] {
+            for (&i, &j) in pa.iter().zip(pb.iter()) {
+                if a[i] != b[j] {
+                    return Err(Error::shape(
+                        format!("b (axis {j}, {kind} axis {i} of a)"),
+                        &[a[i]],
+                        &[b[j]],
+                    ));
+                }
             }
         }
         let inter: Dims = self
-            .open_a
+            .batch_a
             .iter()
+            .chain(&self.open_a)
             .map(|&i| a[i])
             .chain(self.open_b.iter().map(|&j| b[j]))
             .collect();

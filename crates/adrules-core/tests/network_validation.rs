@@ -23,10 +23,11 @@ fn every_documented_mistake_is_a_typed_error() {
     let be = ReferenceBackend;
     let (a, b, c) = (t(&[2, 3]), t(&[3, 4]), t(&[4, 2]));
     let no = Conj::No;
-    // a label used three times
+    // a label used three times: a hyperedge for Einstein strings (its dimensions must
+    // agree: j is 3, 3 and 4 here), an error for ncon lists
     assert!(matches!(
         einsum(&be, "ij,jk,jl->il", &[&a, &b, &c]),
-        Err(Error::InvalidLabel { .. })
+        Err(Error::ShapeMismatch { .. })
     ));
     assert!(matches!(
         ncon(
@@ -127,9 +128,9 @@ fn every_documented_mistake_is_a_typed_error() {
     // empty and malformed Einstein strings
     for bad in [
         "",
-        "ij,jk",
         "ij,jk->ik->",
-        "i...j->ij",
+        "i.j->ij",
+        "i...j...->ij",
         "i j,j k -> i 2",
         "->->",
     ] {

@@ -4,8 +4,9 @@
 //! (`dfdx =0.13.0`, CPU, `f32` and `f64`). dfdx has been frozen since 2023; this adapter is
 //! deliberately small and isolated, for users with typed-shape dfdx models.
 //!
-//! - [`add`], [`trace`], [`contract`]: permuted add, partial trace and pairwise contraction of
-//!   dfdx tensors, recorded on dfdx's tape. Each is one call of the core's
+//! - [`add`], [`trace`], [`contract`]: permuted add, generalized partial trace (diagonals,
+//!   traces, sums) and pairwise contraction (with batch axes) of dfdx tensors, recorded on
+//!   dfdx's tape. Each is one call of the core's
 //!   [`Primitive`](adrules_core::rules::Primitive) ([`AddOp`], [`TraceOp`], [`ContractOp`]),
 //!   forward and backward on the strided backend. As in every adapter, the spec comes first,
 //!   then the operands: `contract(&op, a, b)`, `add(&op, a)`, `trace(&op, a)`,

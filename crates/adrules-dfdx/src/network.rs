@@ -106,10 +106,13 @@ where
     network(&plan, operands)
 }
 
-/// Contracts the operands as the Einstein string `subscripts` (see
-/// [`Network::einsum`](adrules_core::network::Network::einsum), explicit output required,
-/// e.g. `"bij,jk,kl->bil"`) in an optimized order, as one dfdx op (see [`network`]). Plans
-/// on every call: build a [`NetworkPlan`] and call [`network`] to plan once.
+/// Contracts the operands as the Einstein string `subscripts` in torch's grammar (see
+/// [`Network::einsum`](adrules_core::network::Network::einsum): batch labels, diagonals,
+/// sums, hyperedges, implicit output, ellipsis with broadcasting, e.g. `"bij,bjk->bik"`) in
+/// an optimized order, as one dfdx op (see [`network`]). The plan comes from the core's
+/// [`PlanCache::global`](adrules_core::network::PlanCache::global). Every operand, every
+/// intermediate and the output must have rank at most 6 (dfdx's limit; the output rank is
+/// `Out`'s, intermediates run on the strided backend).
 ///
 /// # Errors
 /// The errors of [`Network::einsum`](adrules_core::network::Network::einsum) and
@@ -120,10 +123,6 @@ where
     E: DfdxElement,
     X: Operands<E>,
 {
-    let plan = NetworkPlan::new(
-        &Network::einsum(subscripts)?,
-        &operands.dims(),
-        &Order::Default,
-    )?;
+    let plan = adrules_core::network::PlanCache::global().einsum(subscripts, &operands.dims())?;
     network(&plan, operands)
 }

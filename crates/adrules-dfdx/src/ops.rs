@@ -41,10 +41,14 @@ where
     primitive(&op.clone().into(), (a,))
 }
 
-/// Partial trace `C = α·P_p(tr_{q1,q2} A)` (see [`TraceSpec`](adrules_core::TraceSpec) and
-/// [`TraceOp`]; β must be 0), as a dfdx op. `p` empty is a full trace (use a `()`/`Rank0`
-/// output shape). The result carries `a`'s tape; the backward pass adds `α·C̄` onto A's
-/// diagonal (the shared [`TraceOp`] pullback).
+/// Generalized partial trace `C = α·Σ_summed diag_kept(A)` (see
+/// [`TraceSpec`](adrules_core::TraceSpec) and [`TraceOp`]; β must be 0), as a dfdx op: kept
+/// groups of A's axes are read on their diagonal and become C's axes in order, summed groups
+/// are summed over their diagonal — diagonals (`TraceSpec::from_labels("bii", "bi")`),
+/// partial traces (`"iij"` → `"j"`), hypertraces (`"iii"` → `""`) and sums (`"ij"` → `"i"`).
+/// `Out` has rank [`rank_c`](adrules_core::TraceSpec::rank_c) (`()`/`Rank0` when everything is
+/// summed). The result carries `a`'s tape; the backward pass adds `α·C̄`, broadcast over the
+/// summed groups, onto A's diagonal (the shared [`TraceOp`] pullback).
 ///
 /// # Errors
 /// As [`add`], with [`Error::RankMismatch`] / [`Error::ShapeMismatch`] (`"a"`) when the spec
@@ -62,10 +66,13 @@ where
     primitive(&op.clone().into(), (a,))
 }
 
-/// Pairwise contraction `C = α·P_pAB(A·B)` (see [`ContractSpec`](adrules_core::ContractSpec)
-/// and [`ContractOp`]; β must be 0), as a dfdx op: A's axes split into `(open_a, contr_a)`,
-/// B's into `(contr_b, open_b)`, the product summed over the contracted pairs, the output
-/// permuted by `pAB` acting on `(open_a…, open_b…)`.
+/// Pairwise (batched) contraction `C = α·P_pAB(A·B)` (see
+/// [`ContractSpec`](adrules_core::ContractSpec) and [`ContractOp`]; β must be 0), as a dfdx
+/// op: A's axes split into `(batch_a, open_a, contr_a)`, B's into `(batch_b, contr_b,
+/// open_b)`, the product summed over the contracted pairs and taken once per batch index
+/// (`ContractSpec::from_labels("bij", "bjk", "bik")`), the output permuted by `pAB` acting
+/// on `(batch…, open_a…, open_b…)`. `Out` has rank
+/// [`rank_c`](adrules_core::ContractSpec::rank_c) (at most 6, as every dfdx shape).
 ///
 /// Either operand may carry the tape, or both ([`JoinTape`]); the result carries the joined
 /// tape. The backward pass adds `Ā += α·C̄·Bᵀ` and `B̄ += α·Aᵀ·C̄` (each one contraction, the

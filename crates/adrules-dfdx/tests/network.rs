@@ -220,7 +220,7 @@ fn errors_are_typed() {
         matches!(&e, Error::InvalidArgument { arg, .. } if arg == "output"),
         "{e}"
     );
-    let e = einsum::<Rank2<2, 4>, _, _>("ij,jk", (a.clone(), b.clone())).unwrap_err();
+    let e = einsum::<Rank2<2, 4>, _, _>("ij,jk->ik->k", (a.clone(), b.clone())).unwrap_err();
     assert!(matches!(e, Error::Parse { .. }), "{e}");
     let e = ncon::<Rank2<2, 4>, _, _, _>(&[vec![-1, 1], vec![2, -2]], (a, b)).unwrap_err();
     assert!(matches!(e, Error::InvalidLabel { .. }), "{e}");

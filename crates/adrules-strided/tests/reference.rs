@@ -105,7 +105,8 @@ proptest! {
 
     #[test]
     fn trace_and_its_adjoint_match_reference(
-        (kept, pairs) in (0..=2usize, 0..=2usize),
+        (kept, summed) in (0..=2usize, 0..=2usize),
+        sizes in proptest::collection::vec(1..=3usize, 4),
         seed in any::<u64>(),
         (ta, tc) in (dtype(), dtype()),
         conj in conj(),
@@ -113,26 +114,41 @@ proptest! {
         adjoint in any::<bool>(),
         (la, lc) in (layout(6), layout(2)),
     ) {
-        // A's axes: `kept` free axes, then `pairs` traced pairs, in a seeded random order.
-        let rank_a = kept + 2 * pairs;
+        // The generalized trace: `kept` output groups (a diagonal when a group has two axes)
+        // and `summed` groups (a sum over one axis, a trace, a hypertrace), at most rank 6,
+        // over A's axes in a seeded random order.
+        let mut groups: Vec<usize> = sizes[..kept].iter().map(|&g| g.min(2)).collect();
+        groups.extend(&sizes[2..2 + summed]);
+        while groups.iter().sum::<usize>() > 6 {
+            let big = groups.iter().position(|&g| g > 1).unwrap();
+            groups[big] -= 1;
+        }
+        let rank_a: usize = groups.iter().sum();
         let mut axes: Vec<usize> = (0..rank_a).collect();
         let v = values(seed, 16);
         for i in (1..rank_a).rev() {
             axes.swap(i, (v[i].re.abs() * 1e6) as usize % (i + 1));
         }
-        let (p, q) = axes.split_at(kept);
-        let (q1, q2) = q.split_at(pairs);
-        let spec = TraceSpec::new(p, q1, q2).unwrap();
+        let mut split: Vec<Vec<usize>> = Vec::new();
+        let mut at = 0;
+        for &g in &groups {
+            split.push(axes[at..at + g].to_vec());
+            at += g;
+        }
+        let (kept_groups, summed_groups) = split.split_at(kept);
+        let spec = TraceSpec::from_groups(kept_groups, summed_groups).unwrap();
         let mut da = vec![0usize; rank_a];
-        for (k, &i) in p.iter().enumerate() {
-            da[i] = 1 + (v[k].im.abs() * 1e6) as usize % 4;
+        for (k, g) in split.iter().enumerate() {
+            let d = if k < kept {
+                1 + (v[k].im.abs() * 1e6) as usize % 4
+            } else {
+                (v[8 + k].im.abs() * 1e6) as usize % 5
+            };
+            for &i in g {
+                da[i] = d;
+            }
         }
-        for k in 0..pairs {
-            let d = (v[8 + k].im.abs() * 1e6) as usize % 5;
-            da[q1[k]] = d;
-            da[q2[k]] = d;
-        }
-        let dc: Vec<usize> = p.iter().map(|&i| da[i]).collect();
+        let dc: Vec<usize> = spec.output_dims(&da).unwrap().to_vec();
         let spec_a = LayoutSpec {
             order: la.order.iter().copied().filter(|&k| k < rank_a).collect(),
             pad: la.pad[..rank_a].to_vec(),
@@ -145,7 +161,7 @@ proptest! {
             flip: lc.flip[..kept].to_vec(),
             offset: lc.offset,
         };
-        let terms: usize = q1.iter().map(|&i| da[i]).product();
+        let terms: usize = spec.summed_dims(&da).iter().product();
         if adjoint {
             // A (the output) accumulates; C is the input.
             let cin = make(tc, &dc, &spec_c, &values(seed ^ 5, dc.iter().product()));
@@ -166,12 +182,12 @@ proptest! {
 
     #[test]
     fn contract_matches_reference(
-        (na, nb, nk) in (0..=2usize, 0..=2usize, 0..=2usize),
+        (nl, na, nb, nk) in (0..=2usize, 0..=2usize, 0..=2usize, 0..=2usize),
         seed in any::<u64>(),
         (ta, tb, tc) in (dtype(), dtype(), dtype()),
         (conj_a, conj_b) in (conj(), conj()),
         (alpha, beta) in (coefficient(), coefficient()),
-        (la, lb, lc) in (layout(4), layout(4), layout(4)),
+        (la, lb, lc) in (layout(6), layout(6), layout(6)),
         shuffles in proptest::collection::vec(any::<u32>(), 12),
     ) {
         let v = values(seed, 16);
@@ -183,21 +199,31 @@ proptest! {
             }
             x
         };
-        // A's axes: positions of (open_a…, contr_a…) after a shuffle; likewise for B.
-        let pa = shuffle(na + nk, 0);
-        let pb = shuffle(nb + nk, 4);
-        let (open_a, contr_a) = pa.split_at(na);
-        let (contr_b, open_b) = pb.split_at(nk);
-        let perm = shuffle(na + nb, 8);
-        let spec = ContractSpec::new(open_a, contr_a, contr_b, open_b, &perm).unwrap();
-        let mut da = vec![0usize; na + nk];
-        let mut db = vec![0usize; nb + nk];
+        // A's axes: positions of (batch_a…, open_a…, contr_a…) after a shuffle; likewise
+        // for B; batch axes (labels in A, B and C) in some cases.
+        let pa = shuffle(nl + na + nk, 0);
+        let pb = shuffle(nl + nb + nk, 4);
+        let (batch_a, rest) = pa.split_at(nl);
+        let (open_a, contr_a) = rest.split_at(na);
+        let (batch_b, rest) = pb.split_at(nl);
+        let (contr_b, open_b) = rest.split_at(nk);
+        let perm = shuffle(nl + na + nb, 8);
+        let spec =
+            ContractSpec::batched(batch_a, batch_b, open_a, contr_a, contr_b, open_b, &perm)
+                .unwrap();
+        let mut da = vec![0usize; nl + na + nk];
+        let mut db = vec![0usize; nl + nb + nk];
         for (x, &i) in open_a.iter().enumerate() { da[i] = dim(x); }
         for (x, &j) in open_b.iter().enumerate() { db[j] = dim(4 + x); }
         for k in 0..nk {
             let d = dim(8 + k);
             da[contr_a[k]] = d;
             db[contr_b[k]] = d;
+        }
+        for k in 0..nl {
+            let d = dim(12 + k);
+            da[batch_a[k]] = d;
+            db[batch_b[k]] = d;
         }
         let dc = spec.output_dims(&da, &db).unwrap().to_vec();
         let sub = |l: &LayoutSpec, r: usize| LayoutSpec {

@@ -12,6 +12,7 @@
 //!   ground truth that fast backends are tested against;
 //! - [`implicit`]: finite-difference conditions, a reference source of an implicit
 //!   function's linear maps;
+//! - [`naive`]: [`naive_einsum`], a brute-force evaluator of torch's einsum grammar;
 //! - [`oracle`]: replay of independent reference gradients (JSONL oracle files);
 //! - `conformance` (feature `conformance`): the cross-backend conformance suite, split per
 //!   rule group (add, trace, contract, tensorscalar, network, implicit), instantiated for a
@@ -26,6 +27,7 @@
 pub mod conformance;
 pub mod fd;
 pub mod implicit;
+pub mod naive;
 pub mod oracle;
 pub mod random;
 pub mod reference;
@@ -34,6 +36,7 @@ pub mod value;
 
 pub use fd::{FiniteDifference, Stencil, adjoint_mismatch};
 pub use implicit::FiniteDifferenceConditions;
+pub use naive::naive_einsum;
 pub use random::Rng;
 pub use reference::ReferenceBackend;
 pub use tolerance::Tolerance;

@@ -43,8 +43,14 @@ pub struct OracleCase {
     pub inputs: BTreeMap<String, HostTensor>,
     /// first-order comparison tolerances
     pub tolerance: Tolerance,
-    /// the probes
+    /// the probes (none for a case that must be rejected)
     pub probes: Vec<OracleProbe>,
+    /// the einsum string (`subscripts`, einsum cases only)
+    pub subscripts: Option<String>,
+    /// the reference primal value (`output`, einsum cases only)
+    pub output: Option<HostTensor>,
+    /// `true` when the inputs must be rejected (`expected_behavior: "error"`)
+    pub expects_error: bool,
 }
 
 impl OracleCase {
@@ -149,6 +155,23 @@ pub fn parse_case(line: &str, ctx: &str) -> Result<OracleCase> {
     let v: Value = serde_json::from_str(line).map_err(|e| io(ctx, e.to_string()))?;
     let id = v["case_id"].as_str().unwrap_or("?").to_string();
     let ctx = format!("{ctx} ({id})");
+    let dtype = dtype_of(v["dtype"].as_str().unwrap_or(""), &ctx)?;
+    let expects_error = v["expected_behavior"].as_str() == Some("error");
+    let subscripts = v["subscripts"].as_str().map(str::to_string);
+    let inputs = tensor_map(&v["inputs"], &format!("{ctx}.inputs"))?;
+    if expects_error {
+        return Ok(OracleCase {
+            id,
+            op: v["op"].as_str().unwrap_or("").to_string(),
+            dtype,
+            inputs,
+            tolerance: Tolerance::for_dtype(dtype),
+            probes: Vec::new(),
+            subscripts,
+            output: None,
+            expects_error,
+        });
+    }
     let tol = &v["comparison"]["first_order"];
     let tolerance = Tolerance {
         atol: tol["atol"]
@@ -172,13 +195,21 @@ pub fn parse_case(line: &str, ctx: &str) -> Result<OracleCase> {
             })
         })
         .collect::<Result<_>>()?;
+    let output = if v["output"].is_object() {
+        Some(tensor(&v["output"], &format!("{ctx}.output"))?)
+    } else {
+        None
+    };
     Ok(OracleCase {
         id,
         op: v["op"].as_str().unwrap_or("").to_string(),
-        dtype: dtype_of(v["dtype"].as_str().unwrap_or(""), &ctx)?,
-        inputs: tensor_map(&v["inputs"], &format!("{ctx}.inputs"))?,
+        dtype,
+        inputs,
         tolerance,
         probes,
+        subscripts,
+        output,
+        expects_error,
     })
 }
 
@@ -203,13 +234,13 @@ mod tests {
     #[test]
     fn both_oracle_files_parse_with_every_dtype() {
         let dir = oracle_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
-        for file in ["multi_dot.jsonl", "solve.jsonl"] {
+        for file in ["multi_dot.jsonl", "solve.jsonl", "einsum.jsonl"] {
             let cases = load(&dir.join(file)).unwrap();
             assert!(!cases.is_empty());
             for dt in DType::ALL {
                 assert!(cases.iter().any(|c| c.dtype == dt), "{file} lacks {dt}");
             }
-            for c in &cases {
+            for c in cases.iter().filter(|c| !c.expects_error) {
                 assert!(!c.probes.is_empty());
                 for p in &c.probes {
                     assert_eq!(p.direction.len(), c.inputs.len());

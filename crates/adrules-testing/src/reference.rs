@@ -202,19 +202,22 @@ impl Backend for ReferenceBackend {
         check_alias(("c", c), a, "a")?;
         let av = a.data().to_c64_vec();
         let sa = row_major_strides(a.dims());
-        let qdims: Vec<usize> = spec.q1().iter().map(|&i| a.dims()[i]).collect();
+        let qdims: Vec<usize> = spec.summed().iter().map(|g| a.dims()[g[0]]).collect();
         let al = alpha.to_c64();
         let rank = a.dims().len();
         update(c, beta, |i| {
             let mut sum = Complex64::new(0.0, 0.0);
             let mut j = vec![0; rank];
-            for (m, &pm) in spec.p().iter().enumerate() {
-                j[pm] = i[m];
+            for (m, g) in spec.kept().iter().enumerate() {
+                for &x in g {
+                    j[x] = i[m];
+                }
             }
             for_each_index(&qdims, |t| {
                 for (k, &tk) in t.iter().enumerate() {
-                    j[spec.q1()[k]] = tk;
-                    j[spec.q2()[k]] = tk;
+                    for &x in &spec.summed()[k] {
+                        j[x] = tk;
+                    }
                 }
                 sum += opc(av[offset(&j, &sa)], conj);
             });
@@ -237,11 +240,15 @@ impl Backend for ReferenceBackend {
         let al = alpha.to_c64();
         let one = DynScalar::one(a.dtype());
         update(a, one, |i| {
-            let on_diagonal = spec.q1().iter().zip(spec.q2()).all(|(&x, &y)| i[x] == i[y]);
+            let on_diagonal = spec
+                .kept()
+                .iter()
+                .chain(spec.summed())
+                .all(|g| g.iter().all(|&x| i[x] == i[g[0]]));
             if !on_diagonal {
                 return Complex64::new(0.0, 0.0);
             }
-            let ip: Vec<usize> = spec.p().iter().map(|&pm| i[pm]).collect();
+            let ip: Vec<usize> = spec.kept().iter().map(|g| i[g[0]]).collect();
             al * opc(cv[offset(&ip, &sc)], conj)
         })
     }
@@ -264,7 +271,7 @@ impl Backend for ReferenceBackend {
         let (sa, sb) = (row_major_strides(a.dims()), row_major_strides(b.dims()));
         let kdims: Vec<usize> = spec.contr_a().iter().map(|&i| a.dims()[i]).collect();
         let perm = spec.perm_ab().as_slice().to_vec();
-        let na = spec.open_a().len();
+        let (nl, na) = (spec.num_batch(), spec.open_a().len());
         let al = alpha.to_c64();
         update(c, beta, |i| {
             let mut u = vec![0; perm.len()];
@@ -273,11 +280,15 @@ impl Backend for ReferenceBackend {
             }
             let mut ja = vec![0; spec.rank_a()];
             let mut jb = vec![0; spec.rank_b()];
-            for (x, &ax) in spec.open_a().iter().enumerate() {
+            for (x, (&ax, &bx)) in spec.batch_a().iter().zip(spec.batch_b()).enumerate() {
                 ja[ax] = u[x];
+                jb[bx] = u[x];
+            }
+            for (x, &ax) in spec.open_a().iter().enumerate() {
+                ja[ax] = u[nl + x];
             }
             for (x, &bx) in spec.open_b().iter().enumerate() {
-                jb[bx] = u[na + x];
+                jb[bx] = u[nl + na + x];
             }
             let mut sum = Complex64::new(0.0, 0.0);
             for_each_index(&kdims, |k| {

@@ -7,8 +7,9 @@
 //! | method | update |
 //! |---|---|
 //! | [`add`](Backend::add) | `C ← β·C + α·P_p(op(A))` |
-//! | [`trace`](Backend::trace) | `C ← β·C + α·P_p(tr_{q1,q2} op(A))` |
-//! | [`contract`](Backend::contract) | `C ← β·C + α·P_{pAB}(op(A)·op(B))` |
+//! | [`trace`](Backend::trace) | `C ← β·C + α·Σ_summed diag_kept(op(A))` (diagonals, traces, sums) |
+//! | [`add_to_diagonal`](Backend::add_to_diagonal) | `A ← A + α·op(C)` broadcast onto the diagonal (the trace's adjoint) |
+//! | [`contract`](Backend::contract) | `C ← β·C + α·P_{pAB}(op(A)·op(B))`, with batch axes |
 //!
 //! with the index conventions of [`crate::spec`] and `op(X) = conj(X)` when the
 //! conjugation flag is [`Conj::Yes`].
@@ -118,10 +119,13 @@ pub trait Backend: Clone + Debug {
         beta: DynScalar,
     ) -> Result<()>;
 
-    /// Partial trace: `C ← β·C + α·P_p(tr_{q1,q2} op(A))` (see [`TraceSpec`]).
+    /// Generalized partial trace: `C[i] ← β·C[i] + α·Σ_t op(A[J(i, t)])` (see
+    /// [`TraceSpec`]): kept groups of A's axes are read on their diagonal and become C's axes,
+    /// summed groups are summed over their diagonal. Covers the partial trace (`iij->j`),
+    /// diagonals (`ii->i`, `bii->bi`, `iii->i`) and sums over single axes (`ij->i`).
     ///
     /// # Errors
-    /// As [`add`](Backend::add), plus unequal traced dimensions.
+    /// As [`add`](Backend::add), plus unequal dimensions within one group.
     fn trace(
         &self,
         c: &mut Self::Tensor,
@@ -133,9 +137,9 @@ pub trait Backend: Clone + Debug {
     ) -> Result<()>;
 
     /// Adjoint of the trace: adds `α·op(C)` onto the diagonal of A,
-    /// `A[I] += proj(α·op(C)[I_p])` for every multi-index `I` of A with
-    /// `I[q1[k]] = I[q2[k]]` for all `k` (where `I_p[m] = I[p[m]]`); entries off that diagonal
-    /// are unchanged. `proj` is the projection of [`add_projected`](Backend::add_projected)
+    /// `A[J(i, t)] += proj(α·op(C)[i])` for every output multi-index `i` and every index `t`
+    /// of the summed groups (C is broadcast over them; see [`TraceSpec`]); entries of A off
+    /// the diagonal of any group are unchanged. `proj` is the projection of [`add_projected`](Backend::add_projected)
     /// (real part for a real A, rounding to A's precision). This is the trace pullback written
     /// directly onto the diagonal, without the dense identity tensor that TensorOperations.jl
     /// contracts with ([`crate::math`]).
@@ -151,7 +155,8 @@ pub trait Backend: Clone + Debug {
         alpha: DynScalar,
     ) -> Result<()>;
 
-    /// Pairwise contraction: `C ← β·C + α·P_{pAB}(op(A)·op(B))` (see [`ContractSpec`]).
+    /// Pairwise contraction: `C ← β·C + α·P_{pAB}(op(A)·op(B))` (see [`ContractSpec`]),
+    /// one product per index of the batch axes (labels in A, B and C).
     ///
     /// # Errors
     /// Rank or shape mismatch (`"a"`, `"b"`, `"c"`), dtype, aliasing of C with A or B.

@@ -11,50 +11,85 @@ fn parse_error(input: &str, position: usize, reason: impl Into<String>) -> Error
     }
 }
 
+/// One operand or the output while parsing: its labels and where its `...` sits.
+#[derive(Default)]
+struct Term {
+    labels: Vec<Label>,
+    ellipsis: Option<usize>,
+}
+
 impl Network {
-    /// A network written as an Einstein string `"<operand>,<operand>,…-><output>"`.
+    /// A network written as an Einstein string in torch's grammar:
+    /// `"<operand>,<operand>,…[-><output>]"`.
     ///
     /// Each operand and the output is a (possibly empty, for rank 0) word of ASCII letters,
-    /// one letter per axis; ASCII whitespace is ignored. The label rules of [`Network`]
-    /// apply: a letter shared by two operands (or repeated in one operand, a partial trace)
-    /// and absent from the output is contracted; a letter in one operand and in the output is
-    /// open. The default contraction order ([`Order::Default`](super::Order::Default)) is
-    /// optimized ([`Optimizer::Auto`](super::Optimizer::Auto)).
+    /// one letter per axis, with at most one ellipsis `...` standing for any number of
+    /// leading, middle or trailing axes; ASCII whitespace is ignored. The label rules of
+    /// [`Network`] for Einstein strings apply: a letter in the output is kept (open, batch or
+    /// diagonal), a letter absent from it is summed (a sum over one axis, a contraction, a
+    /// trace or a hyperedge).
     ///
-    /// Rejected, with [`Error::Parse`] naming the byte position: an empty string; a missing
-    /// `->` (implicit output, NumPy's alphabetical-order rule, is not supported); more than
-    /// one `->`; an ellipsis (`...`); any character other than an ASCII letter, `,`, `->` and
-    /// whitespace; a `,` in the output. Rejected with [`Error::InvalidLabel`]: a letter
-    /// repeated in the output, an output letter that no operand has, a letter used three or
-    /// more times (batch labels such as `"bij,bjk->bik"` and hyperedges), a letter used once
-    /// and absent from the output (a sum over a single axis).
+    /// - **Implicit output** (no `->`, torch's and numpy's rule): the ellipsis dimensions
+    ///   first (when some operand has `...`), then every letter that appears exactly once in
+    ///   the operands, in alphabetical order with upper case before lower case (ASCII order):
+    ///   `"ij,jk"` is `"ij,jk->ik"`, `"ba,ca"` is `"ba,ca->bc"`, `"ii"` is a trace.
+    /// - **Ellipsis**: the `...` of operands are aligned from the right and broadcast as in
+    ///   numpy: each ellipsis dimension must agree across operands or be 1 (a size-1 axis is
+    ///   broadcast, and its cotangent summed). An output without `...` sums the ellipsis
+    ///   dimensions. The number of axes an ellipsis stands for is known once shapes are
+    ///   ([`NetworkPlan::new`](super::NetworkPlan::new)).
+    ///
+    /// The default contraction order ([`Order::Default`](super::Order::Default)) is
+    /// optimized ([`Optimizer::Auto`](super::Optimizer::Auto)) over the hypergraph.
+    ///
+    /// Rejected, with [`Error::Parse`] naming the byte position: an empty string; more than
+    /// one `->`; a `.` that is not part of `...`, or two ellipses in one term; `...` in the
+    /// output when no operand has one; any character other than an ASCII letter, `,`, `->`,
+    /// `.` and whitespace; a `,` in the output. Rejected with [`Error::InvalidLabel`]: a
+    /// letter repeated in the output, an output letter that no operand has.
     ///
     /// # Errors
     /// As listed above.
     ///
     /// # Example
     /// ```
-    /// use adrules_core::network::Network;
-    /// let net = Network::einsum("abc,bde,cdf->aef").unwrap();
-    /// assert_eq!(net.num_operands(), 3);
-    /// assert!(Network::einsum("ij,jk").is_err()); // implicit output
+    /// use adrules_core::network::{Label, Network};
+    /// let net = Network::einsum("bij,bjk->bik").unwrap(); // batched matmul
+    /// assert_eq!(net.num_operands(), 2);
+    /// let implicit = Network::einsum("ij,jk").unwrap();
+    /// assert_eq!(implicit.output_labels(), vec![Label::Char('i'), Label::Char('k')]);
+    /// assert!(Network::einsum("ij,jk->iz").is_err()); // 'z' is in no operand
     /// ```
     pub fn einsum(subscripts: &str) -> Result<Network> {
         let s = subscripts;
         if s.trim().is_empty() {
             return Err(parse_error(s, 0, "empty Einstein string"));
         }
-        let mut inputs: Vec<Vec<Label>> = Vec::new();
-        let mut current: Vec<Label> = Vec::new();
-        let mut output: Option<Vec<Label>> = None;
+        let mut inputs: Vec<Term> = Vec::new();
+        let mut current = Term::default();
+        let mut output: Option<Term> = None;
+        let bytes = s.as_bytes();
         let mut chars = s.char_indices().peekable();
         while let Some((pos, ch)) = chars.next() {
+            let term = output.as_mut().unwrap_or(&mut current);
             match ch {
-                c if c.is_ascii_alphabetic() => match &mut output {
-                    Some(out) => out.push(Label::Char(c)),
-                    None => current.push(Label::Char(c)),
-                },
+                c if c.is_ascii_alphabetic() => term.labels.push(Label::Char(c)),
                 c if c.is_ascii_whitespace() => {}
+                '.' => {
+                    if bytes.get(pos..pos + 3) != Some(b"...") {
+                        return Err(parse_error(
+                            s,
+                            pos,
+                            "a '.' must be part of an ellipsis '...'",
+                        ));
+                    }
+                    if term.ellipsis.is_some() {
+                        return Err(parse_error(s, pos, "more than one '...' in one term"));
+                    }
+                    term.ellipsis = Some(term.labels.len());
+                    chars.next();
+                    chars.next();
+                }
                 ',' if output.is_none() => inputs.push(std::mem::take(&mut current)),
                 ',' => return Err(parse_error(s, pos, "the output cannot contain ','")),
                 '-' if matches!(chars.peek(), Some((_, '>'))) => {
@@ -63,14 +98,7 @@ impl Network {
                         return Err(parse_error(s, pos, "more than one '->'"));
                     }
                     inputs.push(std::mem::take(&mut current));
-                    output = Some(Vec::new());
-                }
-                '.' => {
-                    return Err(parse_error(
-                        s,
-                        pos,
-                        "ellipsis ('...') is not supported: name every axis",
-                    ));
+                    output = Some(Term::default());
                 }
                 c => {
                     return Err(parse_error(
@@ -78,20 +106,58 @@ impl Network {
                         pos,
                         format!(
                             "unexpected {c:?}: labels are ASCII letters (a-z, A-Z), operands are \
-                             separated by ',' and the output follows '->'"
+                             separated by ',', '...' stands for any number of axes and the \
+                             output follows '->'"
                         ),
                     ));
                 }
             }
         }
-        let output = output.ok_or_else(|| {
-            parse_error(
-                s,
-                s.len(),
-                "missing '->': the output must be explicit (implicit output is not supported)",
-            )
-        })?;
-        Network::from_labels(Notation::Einsum, &inputs, &output)
+        let any_ellipsis = inputs
+            .iter()
+            .chain([&current])
+            .any(|t| t.ellipsis.is_some());
+        let output = match output {
+            Some(out) => {
+                if out.ellipsis.is_some() && !any_ellipsis {
+                    let at = s.rfind("...").unwrap_or(s.len());
+                    return Err(parse_error(
+                        s,
+                        at,
+                        "the output has '...' but no operand has one",
+                    ));
+                }
+                out
+            }
+            None => {
+                inputs.push(current);
+                implicit_output(&inputs, any_ellipsis)
+            }
+        };
+        let labels: Vec<&[Label]> = inputs.iter().map(|t| t.labels.as_slice()).collect();
+        Ok(
+            Network::from_labels(Notation::Einsum, &labels, &output.labels)?
+                .with_ellipsis(inputs.iter().map(|t| t.ellipsis).collect(), output.ellipsis),
+        )
+    }
+}
+
+/// torch's implicit output: the ellipsis first, then the letters used exactly once, sorted
+/// (ASCII: upper case before lower case).
+fn implicit_output(inputs: &[Term], any_ellipsis: bool) -> Term {
+    let all: Vec<Label> = inputs
+        .iter()
+        .flat_map(|t| t.labels.iter().copied())
+        .collect();
+    let mut once: Vec<Label> = all
+        .iter()
+        .copied()
+        .filter(|l| all.iter().filter(|m| *m == l).count() == 1)
+        .collect();
+    once.sort();
+    Term {
+        labels: once,
+        ellipsis: any_ellipsis.then_some(0),
     }
 }
 
@@ -99,13 +165,14 @@ impl Network {
 mod tests {
     use super::*;
 
+    fn chars(s: &str) -> Vec<Label> {
+        s.chars().map(Label::Char).collect()
+    }
+
     #[test]
     fn parses_and_rejects() {
         let net = Network::einsum(" ab , bc -> ac ").unwrap();
-        assert_eq!(
-            net.operand_labels(1).unwrap(),
-            vec![Label::Char('b'), Label::Char('c')]
-        );
+        assert_eq!(net.operand_labels(1).unwrap(), chars("bc"));
         let scalar = Network::einsum("ij,ji->").unwrap();
         assert!(scalar.output_labels().is_empty());
         let rank0 = Network::einsum(",ab->ab").unwrap();
@@ -114,32 +181,106 @@ mod tests {
         for (bad, pos) in [
             ("", 0),
             ("   ", 0),
-            ("ij,jk", 5),
             ("ij,jk->ik->", 9),
-            ("...ij,jk->ik", 0),
+            ("..ij,jk->ik", 0),
             ("ij,jk->i.k", 8),
+            ("i...j...,jk->ik", 5),
             ("i1,1k->ik", 1),
             ("ij,jk->i,k", 8),
             ("ij-jk->ik", 2),
             ("ij>jk->ik", 2),
             ("ié->i", 1),
+            ("ij,jk->...ik", 7),
         ] {
             match Network::einsum(bad) {
                 Err(Error::Parse { position, .. }) => assert_eq!(position, pos, "{bad:?}"),
                 other => panic!("{bad:?}: expected a parse error, got {other:?}"),
             }
         }
-        for bad in [
-            "ij,jk->iik",
-            "ij,jk->ikl",
-            "ij,jk,jl->il",
-            "ij->i",
-            "bij,bjk->bik",
-        ] {
+        for bad in ["ij,jk->iik", "ij,jk->ikl", "ij,jk->iz"] {
             assert!(
                 matches!(Network::einsum(bad), Err(Error::InvalidLabel { .. })),
                 "{bad:?}"
             );
         }
+        // the whole ML grammar is accepted
+        for good in [
+            "bij,bjk->bik",
+            "bhqd,bhkd->bhqk",
+            "ij,ij->ij",
+            "ij,ij->i",
+            "ii->i",
+            "ij->i",
+            "ij,jk",
+            "...ij,...jk->...ik",
+            "i,i,i->",
+            "ai,bi,ci->abci",
+        ] {
+            assert!(Network::einsum(good).is_ok(), "{good:?}");
+        }
+    }
+
+    #[test]
+    fn implicit_output_follows_torch() {
+        for (s, out) in [
+            ("ij,jk", "ik"),
+            ("ba,ca", "bc"),
+            ("ii", ""),
+            ("i,j", "ij"),
+            ("bA,ab", "Aa"),
+            ("Ba,b", "Bab"),
+        ] {
+            let net = Network::einsum(s).unwrap();
+            assert_eq!(net.output_labels(), chars(out), "{s}");
+        }
+        let net = Network::einsum("...ij,...jk").unwrap();
+        assert!(net.has_ellipsis());
+        assert_eq!(net.output_labels(), chars("ik"));
+    }
+
+    #[test]
+    fn ellipsis_expands_and_broadcasts() {
+        let net = Network::einsum("...ij,...jk->...ik").unwrap();
+        let e = net
+            .expand_ellipsis(&[vec![2, 1, 3, 4], vec![5, 4, 2]])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            e.operand_labels(0).unwrap(),
+            vec![
+                Label::Ellipsis(0),
+                Label::Broadcast(0, 1),
+                Label::Char('i'),
+                Label::Char('j')
+            ]
+        );
+        assert_eq!(
+            e.operand_labels(1).unwrap(),
+            vec![Label::Ellipsis(1), Label::Char('j'), Label::Char('k')]
+        );
+        assert_eq!(
+            e.output_labels(),
+            vec![
+                Label::Ellipsis(0),
+                Label::Ellipsis(1),
+                Label::Char('i'),
+                Label::Char('k')
+            ]
+        );
+        assert!(matches!(
+            net.expand_ellipsis(&[vec![2, 3, 4], vec![3, 4, 5]]),
+            Err(Error::ShapeMismatch { .. })
+        ));
+        assert!(matches!(
+            net.expand_ellipsis(&[vec![3], vec![3, 4, 5]]),
+            Err(Error::RankMismatch { .. })
+        ));
+        assert!(
+            Network::einsum("ij->ij")
+                .unwrap()
+                .expand_ellipsis(&[[1, 2]])
+                .unwrap()
+                .is_none()
+        );
     }
 }

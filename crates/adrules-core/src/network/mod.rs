@@ -4,23 +4,28 @@
 //! # Pipeline
 //! 1. **Structure** ([`Network`]): [`Network::ncon`] (integer index lists: positive labels
 //!    contracted, negative labels open, output ordered `−1, −2, …` unless given) or
-//!    [`Network::einsum`] (`"abc,bde,cdf->aef"`, explicit output required), then one
-//!    conjugation flag per operand with [`Network::with_conj`]. Every label appears exactly
-//!    twice in total (see [`Network`] for what is rejected).
+//!    [`Network::einsum`] (torch's grammar: `"bij,bjk->bik"`, `"ii->i"`, `"ij,jk"`,
+//!    `"...ij,...jk->...ik"`), then one conjugation flag per operand with
+//!    [`Network::with_conj`]. ncon lists keep the strict convention (every label exactly twice
+//!    in total); Einstein strings allow batch labels, diagonals, sums and hyperedges (see
+//!    [`Network`]).
 //! 2. **Order** ([`Order`]): the ncon convention (positive labels in increasing order, the
 //!    default for ncon), an explicit label order, an explicit [`ContractionTree`], or a search
 //!    by an [`Optimizer`] of the omeco crate (the default for Einstein strings).
 //! 3. **Plan** ([`NetworkPlan::new`]): for fixed operand shapes, the network is validated
-//!    against the shapes and lowered to a sequence of primitive calls ([`Step`]): partial
-//!    traces first ([`Backend::trace`]), then one pairwise
-//!    [`Backend::contract`] per merge of the tree.
+//!    against the shapes (ellipses expanded and broadcast) and lowered to a sequence of
+//!    primitive calls ([`Step`]): each operand's own diagonals, traces and sums first (one
+//!    generalized [`Backend::trace`]), then one pairwise [`Backend::contract`] per merge of
+//!    the tree, whose shared labels are batch labels when still needed later (in the output
+//!    or another operand: hyperedges) and contracted otherwise.
 //! 4. **Execution**: [`NetworkPlan::execute`] (or `execute_with` an [`Allocator`], or
 //!    `execute_into` an existing tensor, BLAS-style), any number of times.
 //! 5. **Rules**: [`NetworkPlan::rrule`] returns the result and a [`NetworkPullback`] that
 //!    chains the pairwise pullbacks in reverse over the intermediates kept from the forward
 //!    pass; [`NetworkPlan::frule`] chains the pairwise pushforwards.
 //!
-//! [`ncon`] and [`einsum`] do all of it in one call (planning every time).
+//! [`ncon`] and [`einsum`] do all of it in one call ([`einsum`] reuses plans through the
+//! bounded, thread-safe [`PlanCache`]).
 //!
 //! # Example
 //! ```
@@ -42,6 +47,7 @@
 //!
 //! [`Allocator`]: crate::Allocator
 
+mod cache;
 mod einsum;
 mod ncon;
 mod plan;
@@ -53,6 +59,7 @@ use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::spec::{Conj, Dims};
 
+pub use cache::PlanCache;
 pub use plan::{NetworkPlan, Step};
 pub use rules::NetworkPullback;
 pub use structure::{Label, Network, Notation};
@@ -88,15 +95,30 @@ pub fn ncon<B: Backend, I: AsRef<[i64]>>(
     plan_for(be, &network, tensors)?.execute(be, tensors)
 }
 
-/// Contracts `tensors` as the Einstein string `subscripts` (see [`Network::einsum`]) in an
-/// optimized order ([`Optimizer::Auto`]), without conjugation. Plans once per call: build a
-/// [`NetworkPlan`] to reuse it, or to conjugate operands.
+/// Contracts `tensors` as the Einstein string `subscripts` (torch's grammar, see
+/// [`Network::einsum`]: batch labels, diagonals, sums, hyperedges, implicit output, ellipsis
+/// with broadcasting) in an optimized order ([`Optimizer::Auto`]), without conjugation. The
+/// plan comes from [`PlanCache::global`]: repeated calls with the same string and shapes plan
+/// once. Build a [`NetworkPlan`] to conjugate operands or choose the order.
 ///
 /// # Errors
 /// [`Error::CountMismatch`] (argument `"tensors"`) when the string has a different number
-/// of operands; the errors of [`Network::einsum`] and [`NetworkPlan::new`]; the backend's
-/// dtype errors.
+/// of operands; the errors of [`Network::einsum`] and [`NetworkPlan::new`] (ranks, dimensions
+/// of shared labels, ellipsis dimensions that do not broadcast, unequal dimensions of a
+/// diagonal); the backend's dtype errors. The operands are never modified.
 pub fn einsum<B: Backend>(be: &B, subscripts: &str, tensors: &[&B::Tensor]) -> Result<B::Tensor> {
-    let network = Network::einsum(subscripts)?;
-    plan_for(be, &network, tensors)?.execute(be, tensors)
+    let dims: Vec<Dims> = tensors.iter().map(|t| be.dims(t)).collect();
+    let plan = PlanCache::global()
+        .einsum(subscripts, &dims)
+        .map_err(|e| match e {
+            Error::CountMismatch {
+                expected, actual, ..
+            } => Error::CountMismatch {
+                arg: "tensors".into(),
+                expected,
+                actual,
+            },
+            e => e,
+        });
+    plan?.execute(be, tensors)
 }

@@ -29,6 +29,11 @@ impl Network {
     /// The default contraction order ([`Order::Default`](super::Order::Default)) is the ncon
     /// convention: positive labels in increasing order.
     ///
+    /// ncon keeps this strict tensor-network convention on purpose (it is what the ncon
+    /// sequence rule and tensor-network codes expect, and a label used three times is almost
+    /// always a typo there). Batch labels, hyperedges, diagonals kept in the output and sums
+    /// over single axes are written as Einstein strings ([`Network::einsum`]).
+    ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an empty network; [`Error::InvalidLabel`] for the label
     /// `0`, a positive label that does not appear exactly twice, a negative label that appears

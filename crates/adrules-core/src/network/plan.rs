@@ -70,12 +70,15 @@ fn size(labels: &[usize], label_dims: &[usize]) -> f64 {
     labels.iter().map(|&l| label_dims[l] as f64).product()
 }
 
-/// Lowers the merge of values labelled `la` and `lb`; with `out`, the result is permuted into
-/// that label order. Returns the spec and the labels of the result.
+/// Lowers the merge of values labelled `la` and `lb`; labels in `keep` are still needed after
+/// it (in the output or another live value). Shared labels are batch labels when kept and
+/// contracted otherwise; with `out`, the result is permuted into that label order. Returns the
+/// spec and the labels of the result.
 fn lower_pair(
     la: &[usize],
     lb: &[usize],
     label_dims: &[usize],
+    keep: &[usize],
     out: Option<&[usize]>,
 ) -> Result<(ContractSpec, Vec<usize>)> {
     let larger = if size(lb, label_dims) > size(la, label_dims) {
@@ -88,21 +91,34 @@ fn lower_pair(
         .copied()
         .filter(|l| la.contains(l) && lb.contains(l))
         .collect();
+    let (batch, contr): (Vec<usize>, Vec<usize>) = shared.iter().partition(|l| keep.contains(l));
     let open_a: Vec<usize> = la.iter().copied().filter(|l| !shared.contains(l)).collect();
     let open_b: Vec<usize> = lb.iter().copied().filter(|l| !shared.contains(l)).collect();
-    let natural: Vec<usize> = open_a.iter().chain(&open_b).copied().collect();
+    let natural: Vec<usize> = batch
+        .iter()
+        .chain(&open_a)
+        .chain(&open_b)
+        .copied()
+        .collect();
     let perm: Axes = match out {
         Some(out) => positions(out, &natural),
         None => (0..natural.len()).collect(),
     };
-    let spec = ContractSpec::new(
+    let spec = ContractSpec::batched(
+        &positions(&batch, la),
+        &positions(&batch, lb),
         &positions(&open_a, la),
-        &positions(&shared, la),
-        &positions(&shared, lb),
+        &positions(&contr, la),
+        &positions(&contr, lb),
         &positions(&open_b, lb),
         &perm,
     )?;
     Ok((spec, out.map_or(natural, <[usize]>::to_vec)))
+}
+
+/// Positions of each label of `labels` in `ax` (the axes of one diagonal group).
+fn group(ax: &[usize], l: usize) -> Axes {
+    (0..ax.len()).filter(|&i| ax[i] == l).collect()
 }
 
 impl NetworkPlan {
@@ -125,6 +141,8 @@ impl NetworkPlan {
                 actual: dims.len(),
             });
         }
+        let expanded = network.expand_ellipsis(dims)?;
+        let network = expanded.as_ref().unwrap_or(network);
         let mut label_dims: Vec<Option<(usize, usize, usize)>> = vec![None; network.num_labels()];
         for (k, (d, labels)) in dims.iter().zip(network.inputs()).enumerate() {
             let d = d.as_ref();
@@ -155,49 +173,55 @@ impl NetworkPlan {
         let mut labels: Vec<Vec<usize>> = network.inputs().iter().map(|l| l.to_vec()).collect();
         let mut conj: Vec<Conj> = network.conj().to_vec();
         let output = network.output();
-        // value holding operand k after its traces
+        // value holding operand k after its own diagonals and sums
         let mut leaf: Vec<usize> = (0..n).collect();
         for (k, ax) in network.inputs().iter().enumerate() {
             let kept = network.kept_labels(k);
-            let traced = kept.len() < ax.len();
-            if !traced && n > 1 {
+            let reduced = kept.len() < ax.len();
+            if !reduced && n > 1 {
                 continue;
             }
             let target = if n == 1 { output.to_vec() } else { kept };
-            let p = positions(&target, ax);
-            if traced {
-                let (mut q1, mut q2) = (Axes::new(), Axes::new());
-                for (i, l) in ax.iter().enumerate() {
-                    if !target.contains(l) && !q1.iter().any(|&j| ax[j] == *l) {
-                        q1.push(i);
-                        q2.extend(ax.iter().rposition(|m| m == l));
+            let primitive = if reduced {
+                let kept_groups: Vec<Axes> = target.iter().map(|&l| group(ax, l)).collect();
+                let mut summed: Vec<Axes> = Vec::new();
+                for (i, &l) in ax.iter().enumerate() {
+                    if !target.contains(&l) && !ax[..i].contains(&l) {
+                        summed.push(group(ax, l));
                     }
                 }
-                let op = TraceOp::new(TraceSpec::new(&p, &q1, &q2)?).conj(network.conj()[k]);
-                steps.push(Step {
-                    inputs: SmallVec::from_slice(&[k]),
-                    primitive: op.into(),
-                });
+                let spec = TraceSpec::from_groups(&kept_groups, &summed)?;
+                TraceOp::new(spec).conj(network.conj()[k]).into()
             } else {
-                let op = AddOp::new(Permutation::new(&p)?).conj(network.conj()[k]);
-                steps.push(Step {
-                    inputs: SmallVec::from_slice(&[k]),
-                    primitive: op.into(),
-                });
-            }
+                let p = positions(&target, ax);
+                AddOp::new(Permutation::new(&p)?)
+                    .conj(network.conj()[k])
+                    .into()
+            };
+            steps.push(Step {
+                inputs: SmallVec::from_slice(&[k]),
+                primitive,
+            });
             leaf[k] = labels.len();
             labels.push(target);
             conj.push(Conj::No);
         }
         let mut value_of: Vec<usize> = leaf;
+        let mut alive: Vec<bool> = vec![true; n + tree.merges().len()];
         let last = tree.merges().len();
         for (m, &[x, y]) in tree.merges().iter().enumerate() {
             let (a, b) = (value_of[x], value_of[y]);
+            alive[x] = false;
+            alive[y] = false;
+            let mut keep: Vec<usize> = output.to_vec();
+            for node in (0..n + m).filter(|&v| alive[v]) {
+                keep.extend(labels[value_of[node]].iter().copied());
+            }
             let out = (m + 1 == last).then_some(output);
             let (mut a, mut b) = (a, b);
-            let (mut spec, mut res) = lower_pair(&labels[a], &labels[b], &label_dims, out)?;
+            let (mut spec, mut res) = lower_pair(&labels[a], &labels[b], &label_dims, &keep, out)?;
             if !spec.perm_ab().is_identity() {
-                let (s2, r2) = lower_pair(&labels[b], &labels[a], &label_dims, out)?;
+                let (s2, r2) = lower_pair(&labels[b], &labels[a], &label_dims, &keep, out)?;
                 if s2.perm_ab().is_identity() {
                     (spec, res) = (s2, r2);
                     std::mem::swap(&mut a, &mut b);

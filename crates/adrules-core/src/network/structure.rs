@@ -13,6 +13,12 @@ pub enum Label {
     Int(i64),
     /// an Einstein-string letter
     Char(char),
+    /// dimension `d` (counted from the left of the broadcast ellipsis shape) of an Einstein
+    /// string's `...`, once the operand ranks are known
+    Ellipsis(usize),
+    /// a size-1 axis of operand `k` (axis `.1`) broadcast under an ellipsis against a larger
+    /// dimension: a label of its own, summed away (numpy's broadcasting rule)
+    Broadcast(usize, usize),
 }
 
 impl Display for Label {
@@ -20,6 +26,8 @@ impl Display for Label {
         match self {
             Label::Int(i) => write!(f, "{i}"),
             Label::Char(c) => write!(f, "'{c}'"),
+            Label::Ellipsis(d) => write!(f, "'...' (ellipsis dimension {d})"),
+            Label::Broadcast(k, axis) => write!(f, "'...' (broadcast axis {axis} of operand {k})"),
         }
     }
 }
@@ -38,15 +46,20 @@ pub enum Notation {
 /// conjugation flag per operand. Shapes are not part of it (see
 /// [`NetworkPlan`](crate::network::NetworkPlan)).
 ///
-/// Every label appears exactly twice in total:
-/// - **open**: once in an operand and once in the output;
-/// - **contracted**: twice among the operands and not in the output. Two occurrences in the
-///   same operand are a partial trace (done first), in two operands a contraction.
+/// **Einstein strings** ([`Network::einsum`]) follow torch's grammar: a label may appear any
+/// number of times. A label in the output is kept: in one operand it is open, in several it
+/// is a batch label (`b` in `bij,bjk->bik`), repeated within one operand it is a diagonal
+/// (`ii->i`). A label not in the output is summed: once in the network a sum over one axis
+/// (`ij->i`), twice a contraction or trace, three or more times a hyperedge (`i,i,i->`).
+/// Rejected with [`Error::InvalidLabel`]: a label repeated in the output, an output label that
+/// no operand has.
 ///
-/// Anything else is rejected with [`Error::InvalidLabel`]: a label used three or more times
-/// (hyperedges and batch labels such as `"bij,bjk->bik"`), a label used once and absent from
-/// the output (a sum over one axis), a label repeated in the output, an output label that no
-/// operand has.
+/// **ncon lists** ([`Network::ncon`]) keep the strict tensor-network convention: every label
+/// appears exactly twice in total, either **open** (once in an operand and once in the
+/// output) or **contracted** (twice among the operands, not in the output; two occurrences in
+/// one operand are a partial trace). Anything else is rejected with [`Error::InvalidLabel`]:
+/// a label used three or more times, a label used once and absent from the output, a label
+/// repeated in the output, an output label that no operand has.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Network {
     notation: Notation,
@@ -54,6 +67,10 @@ pub struct Network {
     inputs: Vec<Axes>,
     output: Axes,
     conj: Vec<Conj>,
+    /// Where each operand's `...` sits among its labels (Einstein strings only).
+    ellipsis: Vec<Option<usize>>,
+    /// Where the output's `...` sits among its labels.
+    output_ellipsis: Option<usize>,
 }
 
 fn operand_arg(k: usize) -> String {
@@ -119,20 +136,24 @@ impl Network {
             out.push(id);
         }
         for (id, &l) in labels.iter().enumerate() {
+            if notation != Notation::Ncon {
+                break;
+            }
             let open = out.contains(&id);
             let reason = match (open, n_in[id]) {
                 (true, 1) | (false, 2) => continue,
                 (true, n) => format!(
-                    "appears in the output and {n} times among the operands; an open label \
-                     appears once in an operand and once in the output (batch labels and \
-                     hyperedges are not supported)"
+                    "appears in the output and {n} times among the operands; in ncon lists an \
+                     open label appears once in an operand and once in the output (write an \
+                     Einstein string for batch labels)"
                 ),
-                (false, 1) => "appears once and not in the output; a contracted label appears \
-                               exactly twice (summing over a single axis is not supported)"
+                (false, 1) => "appears once and not in the output; in ncon lists a contracted \
+                               label appears exactly twice (write an Einstein string to sum \
+                               over one axis)"
                     .to_string(),
                 (false, n) => format!(
-                    "appears {n} times; a contracted label appears exactly twice (hyperedges \
-                     are not supported)"
+                    "appears {n} times; in ncon lists a contracted label appears exactly twice \
+                     (write an Einstein string for hyperedges)"
                 ),
             };
             return Err(Error::InvalidLabel {
@@ -145,10 +166,120 @@ impl Network {
         Ok(Network {
             notation,
             labels,
+            ellipsis: vec![None; lists.len()],
             inputs: lists,
             output: out,
             conj,
+            output_ellipsis: None,
         })
+    }
+
+    /// Records where each operand's and the output's `...` sits (positions among their
+    /// labels). Einstein strings only; validated by the parser.
+    pub(crate) fn with_ellipsis(
+        mut self,
+        inputs: Vec<Option<usize>>,
+        output: Option<usize>,
+    ) -> Self {
+        self.ellipsis = inputs;
+        self.output_ellipsis = output;
+        self
+    }
+
+    /// Where operand `k`'s `...` sits among its labels (`None` without one, or when there is
+    /// no operand `k`).
+    pub fn operand_ellipsis(&self, k: usize) -> Option<usize> {
+        self.ellipsis.get(k).copied().flatten()
+    }
+
+    /// `true` when some operand or the output has an ellipsis.
+    pub fn has_ellipsis(&self) -> bool {
+        self.output_ellipsis.is_some() || self.ellipsis.iter().any(Option::is_some)
+    }
+
+    /// The network for operands of ranks given by `dims`, with every ellipsis expanded into
+    /// [`Label::Ellipsis`] labels (right-aligned, numpy's rule) and every size-1 ellipsis
+    /// axis broadcast against a larger dimension relabelled [`Label::Broadcast`] (summed
+    /// away). `None` when there is no ellipsis (the network is already concrete).
+    ///
+    /// # Errors
+    /// [`Error::RankMismatch`] naming the operand when its rank is below its number of named
+    /// labels; [`Error::ShapeMismatch`] naming the operand and axis when ellipsis dimensions
+    /// do not broadcast (neither equal nor 1).
+    pub(crate) fn expand_ellipsis<D: AsRef<[usize]>>(&self, dims: &[D]) -> Result<Option<Network>> {
+        if !self.has_ellipsis() {
+            return Ok(None);
+        }
+        // ellipsis rank of each operand, and the broadcast ellipsis shape (right-aligned)
+        let mut ranks = Vec::with_capacity(self.inputs.len());
+        for (k, (d, ax)) in dims.iter().zip(&self.inputs).enumerate() {
+            let d = d.as_ref();
+            let e = match self.ellipsis[k] {
+                Some(_) if d.len() >= ax.len() => d.len() - ax.len(),
+                Some(_) => {
+                    return Err(Error::RankMismatch {
+                        arg: format!(
+                            "operand {k} (its subscripts name {} axes besides '...')",
+                            ax.len()
+                        ),
+                        expected: ax.len(),
+                        actual: d.len(),
+                    });
+                }
+                None => 0,
+            };
+            ranks.push(e);
+        }
+        let width = ranks.iter().copied().max().unwrap_or(0);
+        let mut shape: Vec<(usize, usize, usize)> = vec![(1, usize::MAX, 0); width];
+        for (k, d) in dims.iter().enumerate() {
+            let Some(at) = self.ellipsis[k] else { continue };
+            let d = d.as_ref();
+            for j in 0..ranks[k] {
+                let (g, dim) = (width - ranks[k] + j, d[at + j]);
+                match shape[g] {
+                    (1, _, _) => shape[g] = (dim, k, at + j),
+                    (s, _, _) if dim == 1 || dim == s => {}
+                    (s, k0, a0) => {
+                        return Err(Error::shape(
+                            format!(
+                                "operand {k} (axis {}, ellipsis dimension {g}, which does not \
+                                 broadcast against axis {a0} of operand {k0}: dimensions must \
+                                 agree or be 1)",
+                                at + j
+                            ),
+                            &[s],
+                            &[dim],
+                        ));
+                    }
+                }
+            }
+        }
+        let inputs: Vec<Vec<Label>> = (0..self.inputs.len())
+            .map(|k| {
+                let mut l = self.operand_labels(k).unwrap_or_default();
+                if let Some(at) = self.ellipsis[k] {
+                    let d = dims[k].as_ref();
+                    let expanded = (0..ranks[k]).map(|j| {
+                        let g = width - ranks[k] + j;
+                        if d[at + j] == 1 && shape[g].0 != 1 {
+                            Label::Broadcast(k, at + j)
+                        } else {
+                            Label::Ellipsis(g)
+                        }
+                    });
+                    l.splice(at..at, expanded);
+                }
+                l
+            })
+            .collect();
+        let mut output = self.output_labels();
+        if let Some(at) = self.output_ellipsis {
+            output.splice(at..at, (0..width).map(Label::Ellipsis));
+        }
+        Ok(Some(
+            Network::from_labels(self.notation, &inputs, &output)?.with_conj(&self.conj)?,
+        ))
     }
 
     /// Sets one conjugation flag per operand: operand `k` enters the network as
@@ -258,8 +389,16 @@ mod tests {
         ];
         for (inputs, out, expected) in cases {
             let inputs = inputs.map(c);
-            let e = Network::from_labels(Notation::Einsum, &inputs, &c(out)).unwrap_err();
+            // ncon's strict convention rejects batch labels, sums and hyperedges ...
+            let e = Network::from_labels(Notation::Ncon, &inputs, &c(out)).unwrap_err();
             assert_eq!(reason(e), (expected.0.to_string(), expected.1.to_string()));
+            // ... Einstein strings reject only bad outputs
+            let general = Network::from_labels(Notation::Einsum, &inputs, &c(out));
+            assert_eq!(
+                general.is_err(),
+                expected.0 == "output",
+                "{inputs:?} -> {out}"
+            );
         }
         assert!(matches!(
             Network::from_labels::<Vec<Label>>(Notation::Einsum, &[], &[]),

@@ -156,32 +156,54 @@ struct Frontier {
     next: usize,
     values: Vec<(usize, Vec<usize>)>,
     merges: Vec<[usize; 2]>,
+    output: Vec<usize>,
 }
 
 impl Frontier {
+    /// Merges values `i` and `j`; the result keeps the labels still needed (in the output or
+    /// in another value): open and batch labels stay, the others are summed.
     fn merge(&mut self, i: usize, j: usize) {
         let (vj, lj) = self.values.remove(j);
         let (vi, li) = &self.values[i];
+        let (vi, li) = (*vi, li.clone());
+        let needed = |l: &usize| {
+            self.output.contains(l)
+                || self
+                    .values
+                    .iter()
+                    .enumerate()
+                    .any(|(x, (_, lx))| x != i && lx.contains(l))
+        };
         let labels: Vec<usize> = li
             .iter()
-            .filter(|l| !lj.contains(l))
             .chain(lj.iter().filter(|l| !li.contains(l)))
             .copied()
+            .filter(needed)
             .collect();
-        self.merges.push([*vi, vj]);
+        self.merges.push([vi, vj]);
         self.values[i] = (self.next, labels);
         self.next += 1;
     }
 }
 
 impl Network {
-    /// Label ids of operand `k` that survive its partial traces.
+    /// Label ids of operand `k` that survive its own diagonals and sums: each distinct label
+    /// once (first appearance order), when the output or another operand needs it.
     pub(crate) fn kept_labels(&self, k: usize) -> Vec<usize> {
         let ax = &self.inputs()[k];
-        ax.iter()
-            .copied()
-            .filter(|l| ax.iter().filter(|m| *m == l).count() == 1)
-            .collect()
+        let mut kept: Vec<usize> = Vec::with_capacity(ax.len());
+        for &l in ax {
+            let needed = self.output().contains(&l)
+                || self
+                    .inputs()
+                    .iter()
+                    .enumerate()
+                    .any(|(m, other)| m != k && other.contains(&l));
+            if needed && !kept.contains(&l) {
+                kept.push(l);
+            }
+        }
+        kept
     }
 
     /// The tree `order` asks for, given the dimension of every label (by id).
@@ -217,6 +239,7 @@ impl Network {
             next: n,
             values: (0..n).map(|k| (k, self.kept_labels(k))).collect(),
             merges: Vec::with_capacity(n.saturating_sub(1)),
+            output: self.output().to_vec(),
         }
     }
 

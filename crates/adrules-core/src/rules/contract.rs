@@ -22,6 +22,10 @@ use super::{
 ///   out perm = (open_a, contr_a)ᐨ¹; scale cA ? α : conj(α))`;
 /// - `ΔB += contract(A[(contr_a, open_a)], op = cB ? cA : !cA; C̄[ipAB], op = cB;
 ///   out perm = (contr_b, open_b)ᐨ¹; scale cB ? α : conj(α))`;
+/// - batch axes (a label in A, B and C) stay batch axes of both cotangent contractions
+///   (the product is block-diagonal over the batch index, so is its adjoint): C̄'s batch
+///   axes pair with B's in ΔA and with A's in ΔB, and the output permutations become
+///   `(batch_a, open_a, contr_a)ᐨ¹` and `(batch_b, contr_b, open_b)ᐨ¹`.
 /// - `ᾱ = ⟨P_pAB(op A·op B), C̄⟩` (one extra contraction, skipped when α is inactive);
 ///   `C̄_in = conj(β)·C̄`; `β̄ = ⟨C_old, C̄⟩`.
 ///
@@ -178,17 +182,49 @@ impl ContractOp {
     }
 }
 
-/// The contraction specs of ΔA (operands C̄, B) and ΔB (operands A, C̄).
+/// The contraction specs of ΔA (operands C̄, B) and ΔB (operands A, C̄). Batch axes stay
+/// batch axes: with C̄ read through `ipAB` split into (batch, open_a, open_b) positions,
+/// `ΔA = C̄[batch, open_a, open_b]·B[batch_b, contr_b, open_b]` summed over open_b and
+/// `ΔB = A[batch_a, open_a, contr_a]·C̄[batch, open_a, open_b]` summed over open_a.
 fn cotangent_specs(s: &ContractSpec) -> Result<(ContractSpec, ContractSpec)> {
-    let na = s.open_a().len();
+    let (nl, na) = (s.num_batch(), s.open_a().len());
     let ip = s.perm_ab().inverse();
-    let (c_rows, c_cols) = ip.as_slice().split_at(na);
-    let pa: Axes = s.open_a().iter().chain(s.contr_a()).copied().collect();
-    let pb: Axes = s.contr_b().iter().chain(s.open_b()).copied().collect();
-    let ipa = crate::spec::Permutation::named("(open_a, contr_a)", &pa)?.inverse();
-    let ipb = crate::spec::Permutation::named("(contr_b, open_b)", &pb)?.inverse();
-    let spec_a = ContractSpec::new(c_rows, c_cols, s.open_b(), s.contr_b(), ipa.as_slice())?;
-    let spec_b = ContractSpec::new(s.contr_a(), s.open_a(), c_rows, c_cols, ipb.as_slice())?;
+    let (c_batch, rest) = ip.as_slice().split_at(nl);
+    let (c_rows, c_cols) = rest.split_at(na);
+    let pa: Axes = s
+        .batch_a()
+        .iter()
+        .chain(s.open_a())
+        .chain(s.contr_a())
+        .copied()
+        .collect();
+    let pb: Axes = s
+        .batch_b()
+        .iter()
+        .chain(s.contr_b())
+        .chain(s.open_b())
+        .copied()
+        .collect();
+    let ipa = crate::spec::Permutation::named("(batch_a, open_a, contr_a)", &pa)?.inverse();
+    let ipb = crate::spec::Permutation::named("(batch_b, contr_b, open_b)", &pb)?.inverse();
+    let spec_a = ContractSpec::batched(
+        c_batch,
+        s.batch_b(),
+        c_rows,
+        c_cols,
+        s.open_b(),
+        s.contr_b(),
+        ipa.as_slice(),
+    )?;
+    let spec_b = ContractSpec::batched(
+        s.batch_a(),
+        c_batch,
+        s.contr_a(),
+        s.open_a(),
+        c_rows,
+        c_cols,
+        ipb.as_slice(),
+    )?;
     Ok((spec_a, spec_b))
 }
 

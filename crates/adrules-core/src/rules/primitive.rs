@@ -29,11 +29,14 @@ use super::{
 /// ([`takes_c`](Self::takes_c)). [`activity`](Self::activity) and
 /// [`cotangents_in_order`](Self::cotangents_in_order) translate between that input order and
 /// [`Activity`] / [`Cotangents`].
+// The contraction variant holds seven inline axis lists (no heap allocation for rank ≤ 8);
+// primitives live in plans, built once, so their size is not on a hot path.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Primitive {
     /// permuted add `C ← β·C + α·P_p(op(A))`
     Add(AddOp),
-    /// partial trace `C ← β·C + α·P_p(tr op(A))`
+    /// generalized partial trace (traces, diagonals, sums; see [`TraceSpec`](crate::TraceSpec))
     Trace(TraceOp),
     /// pairwise contraction `C ← β·C + α·P(op(A)·op(B))`
     Contract(ContractOp),

@@ -1,4 +1,5 @@
-//! Rules of the partial trace `C ← β·C + α·P_p(tr_{q1,q2} op(A))`.
+//! Rules of the generalized partial trace `C ← β·C + α·Σ_summed diag_kept(op(A))`
+//! (partial traces, diagonals, sums).
 
 use crate::backend::Backend;
 use crate::error::Result;
@@ -10,22 +11,26 @@ use super::{
     deposit_c, deposit_coeff, tangent_start,
 };
 
-/// One partial trace `C ← β·C + α·P_p(tr_{q1,q2} op(A))` (see [`TraceSpec`]); `p` empty is
-/// a full trace to a rank-0 C.
+/// One generalized partial trace `C[i] ← β·C[i] + α·Σ_t op(A[J(i, t)])` (see [`TraceSpec`]):
+/// partial and full traces (`iij->j`, `ii->`), diagonals (`ii->i`, `bii->bi`, `iii->i`) and
+/// sums over axes (`ij->i`, `ijk->`) are all this one primitive.
 ///
 /// Rules (0-based form of TensorOperations.jl v5.8.0
 /// [`src/pullbacks/trace.jl`](https://github.com/Jutho/TensorOperations.jl/blob/v5.8.0/src/pullbacks/trace.jl);
 /// derived in [`crate::math`]):
-/// - pullback: `Ā[I] += op(conj(α)·C̄[I_p])·Π_k δ(I[q1[k]], I[q2[k]])`, written directly onto
-///   the diagonal with [`Backend::add_to_diagonal`] (the reference contracts with a dense
-///   identity tensor of size `Π d_k²` instead); `ᾱ = ⟨P_p(tr op(A)), C̄⟩` (the trace computed
+/// - pullback: `Ā[I] += op(conj(α)·C̄[i])·Π_groups δ(all indices of the group agree)`, with
+///   `i` the kept groups' indices of `I` (summed groups contribute only the δ: C̄ is
+///   broadcast over them, the adjoint of a sum; a kept group of several axes puts C̄ on the
+///   diagonal, the adjoint of diagonal extraction), written directly onto the diagonal with
+///   [`Backend::add_to_diagonal`] (the reference contracts with a dense identity tensor of
+///   size `Π d_k²` instead; for a plain sum this is torch's `expand` of the cotangent); `ᾱ = ⟨P_p(tr op(A)), C̄⟩` (the trace computed
 ///   once, then an inner product); `C̄_in = conj(β)·C̄`; `β̄ = ⟨C_old, C̄⟩`;
 /// - pushforward: `Ċ' = β·Ċ + β̇·C_old + α·P_p(tr op(Ȧ)) + α̇·P_p(tr op(A))`. (The reference's
 ///   Enzyme forward rule for trace was registered with the wrong mode and never ran; ours is
 ///   tested against finite differences.)
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceOp {
-    /// kept axes and traced pairs
+    /// kept and summed groups of A's axes
     pub spec: TraceSpec,
     /// conjugation flag of A
     pub conj: Conj,

@@ -17,7 +17,7 @@
 use smallvec::SmallVec;
 
 use adrules_core::scalar::Promote;
-use adrules_core::{Conj, ContractSpec, Result};
+use adrules_core::{Axes, Conj, ContractSpec, Dims, Result};
 
 use super::add::{axpby, scale};
 use super::engine::Ptr;
@@ -373,6 +373,9 @@ pub(crate) fn contract_impl<TA: Element, TB: Element, TC: Element>(
     if c.is_empty() {
         return Ok(());
     }
+    if spec.num_batch() > 0 {
+        return contract_batched(c, a, b, spec, conj_a, conj_b, alpha, beta);
+    }
     let (da, sa, db, sb, sc) = (
         a.dims(),
         a.strides(),
@@ -528,4 +531,102 @@ pub(crate) fn contract_impl<TA: Element, TB: Element, TC: Element>(
         )
     };
     Ok(())
+}
+
+/// The axes of an operand of rank `rank` other than `batch`, in increasing order, and the
+/// position of each old axis among them.
+fn unbatched_axes(rank: usize, batch: &[usize]) -> (Axes, Axes) {
+    let rest: Axes = (0..rank).filter(|i| !batch.contains(i)).collect();
+    let mut pos: Axes = SmallVec::from_elem(usize::MAX, rank);
+    for (n, &i) in rest.iter().enumerate() {
+        pos[i] = n;
+    }
+    (rest, pos)
+}
+
+/// A batched contraction as one unbatched contraction per batch index, on slices of A, B and
+/// C that are views into them (no copy): the slice plans see the same strides, so an operand
+/// that is a matrix in place stays one in every slice. Slices run on the rayon pool when there
+/// are several and each is too small for GEMM's own parallelism.
+#[allow(clippy::too_many_arguments)]
+fn contract_batched<TA: Element, TB: Element, TC: Element>(
+    c: &mut StridedViewMut<'_, TC>,
+    a: &StridedView<'_, TA>,
+    b: &StridedView<'_, TB>,
+    spec: &ContractSpec,
+    conj_a: Conj,
+    conj_b: Conj,
+    alpha: TC,
+    beta: TC,
+) -> Result<()> {
+    let nl = spec.num_batch();
+    let ip = spec.perm_ab().inverse();
+    let c_batch: Axes = ip.as_slice()[..nl].iter().copied().collect();
+    let (rest_a, pos_a) = unbatched_axes(a.rank(), spec.batch_a());
+    let (rest_b, pos_b) = unbatched_axes(b.rank(), spec.batch_b());
+    let (rest_c, _) = unbatched_axes(c.rank(), &c_batch);
+    let map = |axes: &[usize], pos: &Axes| -> Axes { axes.iter().map(|&i| pos[i]).collect() };
+    let perm: Axes = rest_c
+        .iter()
+        .map(|&m| spec.perm_ab().as_slice()[m] - nl)
+        .collect();
+    let sub = ContractSpec::new(
+        &map(spec.open_a(), &pos_a),
+        &map(spec.contr_a(), &pos_a),
+        &map(spec.contr_b(), &pos_b),
+        &map(spec.open_b(), &pos_b),
+        &perm,
+    )?;
+    let pick = |x: &[usize], axes: &[usize]| -> Dims { axes.iter().map(|&i| x[i]).collect() };
+    let picks = |x: &[isize], axes: &[usize]| -> Strides { axes.iter().map(|&i| x[i]).collect() };
+    let (da, sa) = (pick(a.dims(), &rest_a), picks(a.strides(), &rest_a));
+    let (db, sb) = (pick(b.dims(), &rest_b), picks(b.strides(), &rest_b));
+    let (dc, sc) = (pick(c.dims(), &rest_c), picks(c.strides(), &rest_c));
+    let batch: Dims = pick(a.dims(), spec.batch_a());
+    let (la, lb, lc) = (
+        picks(a.strides(), spec.batch_a()),
+        picks(b.strides(), spec.batch_b()),
+        picks(c.strides(), &c_batch),
+    );
+    let count: usize = batch.iter().product();
+    let offsets = move |mut flat: usize| -> [isize; 3] {
+        let mut o = [0isize; 3];
+        for k in (0..batch.len()).rev() {
+            let i = (flat % batch[k]) as isize;
+            flat /= batch[k];
+            o[0] += i * la[k];
+            o[1] += i * lb[k];
+            o[2] += i * lc[k];
+        }
+        o
+    };
+    let (pa, pb, pc) = (
+        Ptr(a.as_ptr().cast_mut()),
+        Ptr(b.as_ptr().cast_mut()),
+        Ptr(c.as_mut_ptr()),
+    );
+    let one = |s: usize| -> Result<()> {
+        let (pa, pb, pc) = (pa, pb, pc);
+        let [oa, ob, oc] = offsets(s);
+        // SAFETY: slice `s` of each operand is a sub-view of its (valid) view; the C slices of
+        // distinct batch indices are disjoint, and C is exclusively borrowed and disjoint from
+        // A and B.
+        let (av, bv, mut cv) = unsafe {
+            (
+                StridedView::from_raw(pa.0.wrapping_offset(oa).cast_const(), &da, &sa),
+                StridedView::from_raw(pb.0.wrapping_offset(ob).cast_const(), &db, &sb),
+                StridedViewMut::from_raw(pc.0.wrapping_offset(oc), &dc, &sc),
+            )
+        };
+        contract_impl(&mut cv, &av, &bv, &sub, conj_a, conj_b, alpha, beta)
+    };
+    let k: usize = spec.contr_a().iter().map(|&i| a.dims()[i]).product();
+    let flops = dc.iter().product::<usize>().saturating_mul(k);
+    let threads = rayon::current_num_threads();
+    if threads > 1 && count >= 2 && flops < PARALLEL_FLOPS {
+        use rayon::prelude::*;
+        (0..count).into_par_iter().try_for_each(one)
+    } else {
+        (0..count).try_for_each(one)
+    }
 }

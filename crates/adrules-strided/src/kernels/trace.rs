@@ -1,8 +1,9 @@
-//! Partial trace and its adjoint, written on the diagonal as strided views.
+//! Generalized partial trace and its adjoint, written on the diagonal as strided views.
 //!
-//! The diagonal of A over the traced pairs `(q1[k], q2[k])` is itself a strided view: axis `k`
-//! of it has stride `s[q1[k]] + s[q2[k]]`. The trace sums that view over its traced axes; its
-//! adjoint adds C, broadcast over the traced axes with stride 0, onto it.
+//! The diagonal of A over a group of axes (a traced pair `(q1, q2)`, a diagonal `ii`, a
+//! single summed axis) is itself a strided view: the group's axis has the sum of its axes'
+//! strides. The trace sums that view over its summed axes; its adjoint adds C, broadcast over
+//! the summed axes with stride 0, onto it.
 
 use smallvec::SmallVec;
 
@@ -17,21 +18,18 @@ use crate::element::{Element, convert};
 use crate::layout::Strides;
 use crate::view::{StridedView, StridedViewMut};
 
-/// Kept and traced parts of the diagonal of a tensor with `strides` under `spec`:
-/// `(kept strides in output order, traced dims, traced strides)`.
+/// Kept and summed parts of the diagonal of a tensor with `strides` under `spec`:
+/// `(kept strides in output order, summed dims, summed strides)`. The diagonal of a group of
+/// axes is one axis whose stride is the sum of theirs.
 fn diagonal(
     dims: &[usize],
     strides: &[isize],
     spec: &TraceSpec,
 ) -> (Strides, SmallVec<[usize; 8]>, Strides) {
-    let kept = spec.p().iter().map(|&i| strides[i]).collect();
-    let qd = spec.q1().iter().map(|&i| dims[i]).collect();
-    let qs = spec
-        .q1()
-        .iter()
-        .zip(spec.q2())
-        .map(|(&i, &j)| strides[i] + strides[j])
-        .collect();
+    let stride = |g: &[usize]| g.iter().map(|&i| strides[i]).sum::<isize>();
+    let kept = spec.kept().iter().map(|g| stride(g)).collect();
+    let qd = spec.summed().iter().map(|g| dims[g[0]]).collect();
+    let qs = spec.summed().iter().map(|g| stride(g)).collect();
     (kept, qd, qs)
 }
 
@@ -64,9 +62,10 @@ fn for_each_offset(dims: &[usize], s1: &[isize], s2: &[isize], mut f: impl FnMut
     }
 }
 
-/// Partial trace `C ← β·C + α·P_p(tr_{q1,q2} op(A))`:
-/// `C[i] ← β·C[i] + α·Σ_t op(A[j])` with `j[p[m]] = i_m` and `j[q1[k]] = j[q2[k]] = t_k`
-/// (see [`TraceSpec`]). With `p` empty the result is the full trace, a rank-0 C.
+/// Generalized partial trace `C[i] ← β·C[i] + α·Σ_t op(A[J(i, t)])` with `J[a] = i_m` for
+/// the axes `a` of kept group `m` and `J[a] = t_k` for those of summed group `k` (see
+/// [`TraceSpec`]): partial traces, diagonals and sums. No kept group is a full reduction to a
+/// rank-0 C.
 ///
 /// When C has at least as many elements as there are traced terms, this is one strided add
 /// per traced index (β on the first, 1 after); otherwise one strided sum per element of C.
@@ -75,7 +74,7 @@ fn for_each_offset(dims: &[usize], s1: &[isize], s2: &[isize], mut f: impl FnMut
 /// # Errors
 /// [`Error::RankMismatch`](adrules_core::Error::RankMismatch) /
 /// [`Error::ShapeMismatch`](adrules_core::Error::ShapeMismatch) naming `"a"` (also for a
-/// traced pair of unequal dimensions) or `"c"`.
+/// group of unequal dimensions) or `"c"`.
 pub fn trace<TA: Element + Promote<TC>, TC: Element>(
     c: &mut StridedViewMut<'_, TC>,
     a: &StridedView<'_, TA>,
@@ -147,12 +146,12 @@ pub(crate) fn trace_impl<TA: Element, TC: Element>(
 }
 
 /// Adjoint of the trace: adds `proj(α·op(C))` onto the diagonal of A,
-/// `A[I] ← A[I] + proj(α·op(C[I_p]))` for every `I` with `I[q1[k]] = I[q2[k]]`, where
-/// `I_p[m] = I[p[m]]`; other entries are unchanged. `proj` keeps the real part for a real A
+/// `A[J(i, t)] ← A[J(i, t)] + proj(α·op(C[i]))` for every output index `i` and summed index
+/// `t` (see [`trace`]); entries off the diagonal of any group are unchanged. `proj` keeps the real part for a real A
 /// and rounds to A's precision (as in [`add_projected`](super::add_projected)).
 ///
 /// This is the trace pullback written straight onto the diagonal: one strided add of C
-/// (broadcast over the traced axes with stride 0) into the diagonal view of A.
+/// (broadcast over the summed axes with stride 0) into the diagonal view of A.
 ///
 /// # Errors
 /// As [`trace`] with the roles of A and C.

@@ -107,7 +107,9 @@ fn contract_cases(
 /// contr_b (1,0), open_b (2), output permutation (2,1,3,0) over the whole matrix (dtype pairs,
 /// the four conjugation combinations, every α × β variant); a plain matrix product; an outer
 /// product; a contraction to a scalar; zero-size contracted and open dimensions (those with
-/// random α, β).
+/// random α, β); batched contractions: `bij,bjk->bik` over the whole matrix, and (with random
+/// α, β) batch axes permuted in C, attention scores, a Hadamard product, a batched outer
+/// product and a zero-size batch.
 ///
 /// # Panics
 /// With the failing cases, or when the config supports none.
@@ -165,6 +167,54 @@ pub fn contract_rules<B: Backend>(be: &B, cfg: &Config) {
         &[4, 2],
         false,
     ));
+    // Batched contractions (a label in A, B and C).
+    let bmm = ContractSpec::from_labels("bij", "bjk", "bik").unwrap();
+    cases.extend(contract_cases(
+        &mut rng,
+        "batched bij,bjk->bik",
+        &bmm,
+        &[3, 2, 4],
+        &[3, 4, 5],
+        true,
+    ));
+    for (name, la, lb, lc, da, db) in [
+        (
+            "batch permuted ibj,bjk->kbi",
+            "ibj",
+            "bjk",
+            "kbi",
+            &[2, 3, 4][..],
+            &[3, 4, 2][..],
+        ),
+        (
+            "attention bhqd,bhkd->bhqk",
+            "bhqd",
+            "bhkd",
+            "bhqk",
+            &[2, 2, 3, 4],
+            &[2, 2, 5, 4],
+        ),
+        ("hadamard ij,ij->ji", "ij", "ij", "ji", &[3, 4], &[3, 4]),
+        (
+            "batched outer bi,bj->bij",
+            "bi",
+            "bj",
+            "bij",
+            &[3, 2],
+            &[3, 4],
+        ),
+        (
+            "zero-size batch",
+            "bij",
+            "bjk",
+            "bik",
+            &[0, 2, 3],
+            &[0, 3, 4],
+        ),
+    ] {
+        let spec = ContractSpec::from_labels(la, lb, lc).unwrap();
+        cases.extend(contract_cases(&mut rng, name, &spec, da, db, false));
+    }
     run_all(be, cfg, cases);
 }
 

@@ -31,11 +31,13 @@
 //! - [`network`] — [`network_rules`](network::network_rules) (random networks through
 //!   [`NetworkPlan`](adrules_core::network::NetworkPlan)) and
 //!   [`multi_dot_network`](network::multi_dot_network) (the oracle as one network);
+//! - [`einsum`] — [`einsum_oracle`](einsum::einsum_oracle) (the oracle `einsum.jsonl`, torch's
+//!   grammar, values, JVPs, VJPs and rejected inputs);
 //! - [`implicit`] — [`fixed_point_rules`](implicit::fixed_point_rules) (a linear fixed point
 //!   as [`NetworkConditions`](adrules_core::implicit::NetworkConditions) on the backend,
 //!   against its closed form).
 //!
-//! The oracle checks read `multi_dot.jsonl` from the oracle folder found by
+//! The oracle checks read `multi_dot.jsonl` and `einsum.jsonl` from the oracle folder found by
 //! [`oracle_dir`](crate::oracle::oracle_dir) from this crate's manifest directory, and fail
 //! when it is missing.
 //!
@@ -74,6 +76,7 @@ mod case;
 
 pub mod add;
 pub mod contract;
+pub mod einsum;
 pub mod implicit;
 pub mod network;
 pub mod tensorscalar;
@@ -113,7 +116,7 @@ impl Config {
 /// `tensorscalar_rules`, `swapped_operands_give_identical_cotangents`,
 /// `accumulate_adds_into_existing_buffers`, `multi_dot_oracle_as_pairwise_chain`,
 /// `rule_errors_are_typed`, `network_rules_on_random_networks`,
-/// `multi_dot_oracle_as_network`, `implicit_linear_fixed_point`.
+/// `multi_dot_oracle_as_network`, `einsum_oracle`, `implicit_linear_fixed_point`.
 #[macro_export]
 macro_rules! conformance_suite {
     ($be:expr $(,)?) => {
@@ -159,6 +162,10 @@ macro_rules! conformance_suite {
         #[test]
         fn multi_dot_oracle_as_network() {
             $crate::conformance::network::multi_dot_network(&$be, &$cfg);
+        }
+        #[test]
+        fn einsum_oracle() {
+            $crate::conformance::einsum::einsum_oracle(&$be, &$cfg);
         }
         #[test]
         fn implicit_linear_fixed_point() {

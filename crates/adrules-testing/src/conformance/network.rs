@@ -26,9 +26,10 @@ fn letter(l: usize) -> char {
 
 impl RandomNetwork {
     /// 2 to 4 operands joined by a random spanning tree of contracted labels (and sometimes
-    /// one more edge, closing a loop), one partial trace (a label twice in one operand), 0 to
-    /// 3 open labels in random order; labels in each operand shuffled; with `complex`, random
-    /// conjugation flags (at least one set).
+    /// one more edge, closing a loop), one partial trace (a label twice in one operand),
+    /// sometimes a batch label, a hyperedge (three operands), a diagonal kept in the output or
+    /// a sum over a single axis, 0 to 3 open labels in random order; labels in each operand
+    /// shuffled; with `complex`, random conjugation flags (at least one set).
     fn draw(rng: &mut Rng, complex: bool) -> RandomNetwork {
         let n = 2 + rng.below(3);
         let mut operands: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -54,6 +55,34 @@ impl RandomNetwork {
         let l = new_label(rng, 2);
         operands[t].extend([l, l]);
         let mut output = Vec::new();
+        // the general grammar: a batch label (in two or more operands and the output), a
+        // hyperedge (in three operands, summed), a diagonal kept in the output, a sum over a
+        // single axis
+        if rng.below(2) == 0 {
+            let l = new_label(rng, 1);
+            let first = rng.below(n);
+            operands[first].push(l);
+            operands[(first + 1 + rng.below(n - 1)) % n].push(l);
+            output.push(l);
+        }
+        if n >= 3 && rng.below(2) == 0 {
+            let l = new_label(rng, 2);
+            for ls in operands.iter_mut().take(3) {
+                ls.push(l);
+            }
+        }
+        match rng.below(3) {
+            0 => {
+                let l = new_label(rng, 2);
+                operands[rng.below(n)].extend([l, l]);
+                output.push(l);
+            }
+            1 => {
+                let l = new_label(rng, 2);
+                operands[rng.below(n)].push(l);
+            }
+            _ => {}
+        }
         for _ in 0..rng.below(4) {
             let k = rng.below(n);
             let l = new_label(rng, 1);
@@ -317,8 +346,8 @@ fn check_network<B: Backend>(
 }
 
 /// Random small networks, six per configured dtype (three more with mixed f64/c64 operands
-/// when both are configured): 2 to 4 operands, a partial trace, a loop in some, 0 to 3 open
-/// labels, conjugation flags on complex dtypes, every tensor (intermediates included) of rank
+/// when both are configured): 2 to 4 operands, a partial trace, a loop in some, batch labels,
+/// hyperedges, diagonals and single-axis sums in some, 0 to 3 open labels, conjugation flags on complex dtypes, every tensor (intermediates included) of rank
 /// at most `max_rank`, a random set of active operands. Each is checked through
 /// [`NetworkPlan::execute`], [`NetworkPlan::frule`] and [`NetworkPlan::rrule`] on the backend:
 /// the primal (also the primal the rules leave) against a naive sum over every label
@@ -402,33 +431,49 @@ pub fn multi_dot_network<B: Backend>(be: &B, cfg: &Config) {
             .map(|t| be.from_host((*t).clone()).unwrap())
             .collect();
         let refs: Vec<&B::Tensor> = xs.iter().collect();
-        let names: Vec<&String> = case.inputs.keys().collect();
-        let tol = oracle_tolerance(case);
-        for probe in &case.probes {
-            let dxs: Vec<B::Tensor> = names
-                .iter()
-                .map(|n| be.from_host(probe.direction[*n].clone()).unwrap())
-                .collect();
-            let tangents: Vec<Option<&B::Tensor>> = dxs.iter().map(Some).collect();
-            let (_, jvp) = plan.frule(be, &refs, &tangents).unwrap();
+        oracle_probes(be, &plan, &refs, case, &subscripts);
+    }
+}
+
+/// Every probe of an oracle case through `plan` on the backend: the JVP through
+/// [`NetworkPlan::frule`] and the VJP of every operand through [`NetworkPlan::rrule`], within
+/// [`oracle_tolerance`].
+///
+/// # Panics
+/// On the first mismatch or error.
+pub(crate) fn oracle_probes<B: Backend>(
+    be: &B,
+    plan: &NetworkPlan,
+    refs: &[&B::Tensor],
+    case: &crate::oracle::OracleCase,
+    what: &str,
+) {
+    let names: Vec<&String> = case.inputs.keys().collect();
+    let tol = oracle_tolerance(case);
+    for probe in &case.probes {
+        let dxs: Vec<B::Tensor> = names
+            .iter()
+            .map(|n| be.from_host(probe.direction[*n].clone()).unwrap())
+            .collect();
+        let tangents: Vec<Option<&B::Tensor>> = dxs.iter().map(Some).collect();
+        let (_, jvp) = plan.frule(be, refs, &tangents).unwrap();
+        tol.check(
+            &Value::Tensor(be.to_host(&jvp).unwrap()),
+            &Value::Tensor(probe.jvp.clone()),
+            &format!("{} JVP ({what})", case.id),
+        )
+        .unwrap();
+        let (_, pullback) = plan.rrule(be, refs, &vec![true; refs.len()]).unwrap();
+        let cbar = be.from_host(probe.cotangent.clone()).unwrap();
+        let grads = pullback.pullback(&cbar).unwrap();
+        for (n, g) in names.iter().zip(grads) {
+            let g = be.to_host(&g.expect("every operand is active")).unwrap();
             tol.check(
-                &Value::Tensor(be.to_host(&jvp).unwrap()),
-                &Value::Tensor(probe.jvp.clone()),
-                &format!("{} JVP ({subscripts})", case.id),
+                &Value::Tensor(g),
+                &Value::Tensor(probe.vjp[*n].clone()),
+                &format!("{} VJP {n} ({what})", case.id),
             )
             .unwrap();
-            let (_, pullback) = plan.rrule(be, &refs, &vec![true; k]).unwrap();
-            let cbar = be.from_host(probe.cotangent.clone()).unwrap();
-            let grads = pullback.pullback(&cbar).unwrap();
-            for (n, g) in names.iter().zip(grads) {
-                let g = be.to_host(&g.expect("every operand is active")).unwrap();
-                tol.check(
-                    &Value::Tensor(g),
-                    &Value::Tensor(probe.vjp[*n].clone()),
-                    &format!("{} VJP {n} ({subscripts})", case.id),
-                )
-                .unwrap();
-            }
         }
     }
 }
