@@ -74,7 +74,7 @@ pub enum Error {
     /// An Einstein string does not parse.
     #[error("einsum string {input:?}, at byte {position}: {reason}")]
     Parse {
-        /// the string received
+        /// the string received (a window around the problem when it is long)
         input: String,
         /// byte offset of the problem
         position: usize,

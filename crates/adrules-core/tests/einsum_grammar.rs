@@ -1,6 +1,6 @@
 //! The einsum grammar fuzzed: random strings and shapes over torch's whole grammar (batch
-//! labels, hyperedges, diagonals, sums, implicit output, ellipsis with broadcasting, rank 0,
-//! zero-size dimensions, malformed strings). The planned einsum on the strided backend must
+//! labels, hyperedges, diagonals, sums, implicit output, ellipsis with broadcasting, size-1
+//! axes broadcast against named labels, rank 0, zero-size dimensions, malformed strings). The planned einsum on the strided backend must
 //! never panic, must accept exactly what the independent brute-force evaluator
 //! [`naive_einsum`] accepts, and every result must agree with it.
 
@@ -50,6 +50,11 @@ fn draw(seed: u64) -> (String, Vec<Vec<usize>>) {
                 shape[k] += 1;
             }
             1 => shape.push(2),
+            // a size-1 axis: broadcast against the letter's dimension elsewhere
+            3 | 4 if !shape.is_empty() => {
+                let k = rng.below(shape.len());
+                shape[k] = 1;
+            }
             2 => word.push(['.', '1', '-'][rng.below(3)]),
             _ => {}
         }
@@ -158,4 +163,35 @@ fn the_fuzz_reaches_both_outcomes() {
         }
     }
     assert!(ok > 100 && err > 50, "ok {ok}, err {err}");
+}
+
+#[test]
+fn named_size_one_axes_broadcast_with_summed_cotangents() {
+    use adrules_core::network::{Network, NetworkPlan, Order};
+    let be = Strided;
+    let a = HostTensor::from_vec(&[1, 3], vec![1.0, 2.0, 3.0]).unwrap();
+    let b = HostTensor::from_vec(&[2, 3], vec![1.0, 10.0, 100.0, 2.0, 20.0, 200.0]).unwrap();
+    let w = HostTensor::from_vec(&[2, 3], vec![1.0, 1.0, 1.0, 0.5, 0.5, 0.5]).unwrap();
+    let (ta, tb) = (
+        be.from_host(a.clone()).unwrap(),
+        be.from_host(b.clone()).unwrap(),
+    );
+    let net = Network::einsum("ij,ij->ij").unwrap();
+    let plan = NetworkPlan::new(&net, &[[1, 3], [2, 3]], &Order::Default).unwrap();
+    let (c, pb) = plan.rrule(&be, &[&ta, &tb], &[true, true]).unwrap();
+    let c = be.to_host(&c).unwrap();
+    assert_eq!(
+        c.as_slice::<f64>().unwrap(),
+        &[1.0, 20.0, 300.0, 2.0, 40.0, 600.0]
+    );
+    let g = pb.pullback(&be.from_host(w).unwrap()).unwrap();
+    let ga = be.to_host(g[0].as_ref().unwrap()).unwrap();
+    // Ā[0, j] = Σ_i W[i, j]·B[i, j]
+    assert_eq!(ga.dims(), &[1, 3]);
+    assert_eq!(ga.as_slice::<f64>().unwrap(), &[2.0, 20.0, 200.0]);
+    let gb = be.to_host(g[1].as_ref().unwrap()).unwrap();
+    assert_eq!(
+        gb.as_slice::<f64>().unwrap(),
+        &[1.0, 2.0, 3.0, 0.5, 1.0, 1.5]
+    );
 }

@@ -33,8 +33,9 @@ fn parse_term(t: &str) -> Option<Term> {
 
 /// `torch.einsum(subscripts, *operands)` by brute force, or `None` when torch's grammar and
 /// shape rules reject the call (parse error, wrong operand count, rank mismatch, a repeated or
-/// unknown output label, unequal dimensions of one letter, ellipsis dimensions that neither
-/// agree nor are 1). The result has the joined dtype of the operands (f64 for none).
+/// unknown output label, dimensions of one letter that neither agree nor are 1 across
+/// operands, unequal dimensions of a letter repeated in one operand, ellipsis dimensions that
+/// neither agree nor are 1). Size-1 axes broadcast, as in torch. The result has the joined dtype of the operands (f64 for none).
 ///
 /// Cost: the product of every label's dimension times the operand count; for small tests
 /// only.
@@ -99,12 +100,14 @@ pub fn naive_einsum(subscripts: &str, operands: &[&HostTensor]) -> Option<HostTe
             (once, any_ellipsis.then_some(0))
         }
     };
-    // letter dimensions (no broadcasting of named axes)
+    // letter dimensions: torch broadcasts a size-1 axis against the same letter's larger
+    // dimension in another operand; within one operand a repeated letter's dims must agree
     let mut letters: Vec<char> = all.clone();
     letters.sort_unstable();
     letters.dedup();
-    let mut dim = vec![usize::MAX; letters.len()];
+    let mut dim = vec![1usize; letters.len()];
     for ((ls, e), t) in terms.iter().zip(operands) {
+        let mut own: Vec<(char, usize)> = Vec::new();
         for (i, c) in ls.iter().enumerate() {
             let axis = match e {
                 Some(at) if i >= *at => i + t.dims().len() - ls.len(),
@@ -112,10 +115,16 @@ pub fn naive_einsum(subscripts: &str, operands: &[&HostTensor]) -> Option<HostTe
             };
             let x = letters.binary_search(c).ok()?;
             let d = t.dims()[axis];
-            if dim[x] != usize::MAX && dim[x] != d {
+            if own.iter().any(|&(o, od)| o == *c && od != d) {
                 return None;
             }
-            dim[x] = d;
+            own.push((*c, d));
+            if d != 1 {
+                if dim[x] != 1 && dim[x] != d {
+                    return None;
+                }
+                dim[x] = d;
+            }
         }
     }
     // the loop: variables are the letters, then the ellipsis dimensions
@@ -217,5 +226,10 @@ mod tests {
             assert!(naive_einsum(bad, &[&a, &b]).is_none(), "{bad}");
         }
         assert!(naive_einsum("ijk,jk->i", &[&a, &b]).is_none());
+        // named size-1 axes broadcast across operands: (1, 2) against (2, 2)
+        let nb = naive_einsum("ij,ij->ij", &[&r, &b]).unwrap();
+        assert_eq!(nb.as_slice::<f64>().unwrap(), &[5.0, 60.0, 7.0, 80.0]);
+        // but not within one operand
+        assert!(naive_einsum("ii->i", &[&r]).is_none());
     }
 }

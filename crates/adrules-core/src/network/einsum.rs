@@ -3,9 +3,30 @@
 use super::structure::{Label, Network, Notation};
 use crate::error::{Error, Result};
 
+/// Longest string an error repeats in full; longer ones are cut to a window around the
+/// problem (the position stays the byte offset in the whole string).
+const QUOTE_MAX: usize = 120;
+
 fn parse_error(input: &str, position: usize, reason: impl Into<String>) -> Error {
+    let quoted = if input.len() <= QUOTE_MAX {
+        input.to_string()
+    } else {
+        let boundary = |mut i: usize| {
+            while !input.is_char_boundary(i) {
+                i -= 1;
+            }
+            i
+        };
+        let from = boundary(position.saturating_sub(QUOTE_MAX / 2));
+        let to = boundary((from + QUOTE_MAX).min(input.len()));
+        let (pre, post) = (
+            if from > 0 { "…" } else { "" },
+            if to < input.len() { "…" } else { "" },
+        );
+        format!("{pre}{}{post}", &input[from..to])
+    };
     Error::Parse {
-        input: input.into(),
+        input: quoted,
         position,
         reason: reason.into(),
     }
@@ -35,7 +56,10 @@ impl Network {
     ///   `"ij,jk"` is `"ij,jk->ik"`, `"ba,ca"` is `"ba,ca->bc"`, `"ii"` is a trace.
     /// - **Ellipsis**: the `...` of operands are aligned from the right and broadcast as in
     ///   numpy: each ellipsis dimension must agree across operands or be 1 (a size-1 axis is
-    ///   broadcast, and its cotangent summed). An output without `...` sums the ellipsis
+    ///   broadcast, and its cotangent summed).
+    /// - **Broadcasting of named labels** (torch's rule): a size-1 axis broadcasts against the
+    ///   same label's larger dimension in another operand (`ij,ij->ij` on `[1, 3]` and
+    ///   `[2, 3]`); the dimensions of a label repeated within one operand must agree. An output without `...` sums the ellipsis
     ///   dimensions. The number of axes an ellipsis stands for is known once shapes are
     ///   ([`NetworkPlan::new`](super::NetworkPlan::new)).
     ///
@@ -217,6 +241,20 @@ mod tests {
             "ai,bi,ci->abci",
         ] {
             assert!(Network::einsum(good).is_ok(), "{good:?}");
+        }
+    }
+
+    #[test]
+    fn long_strings_are_quoted_around_the_problem() {
+        let long = format!("{},jk->ik%", "ab".repeat(50_000));
+        match Network::einsum(&long) {
+            Err(Error::Parse {
+                input, position, ..
+            }) => {
+                assert_eq!(position, long.len() - 1);
+                assert!(input.len() < 200 && input.ends_with('%'), "{input}");
+            }
+            other => panic!("{other:?}"),
         }
     }
 

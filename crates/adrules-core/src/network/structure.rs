@@ -197,16 +197,72 @@ impl Network {
         self.output_ellipsis.is_some() || self.ellipsis.iter().any(Option::is_some)
     }
 
-    /// The network for operands of ranks given by `dims`, with every ellipsis expanded into
-    /// [`Label::Ellipsis`] labels (right-aligned, numpy's rule) and every size-1 ellipsis
-    /// axis broadcast against a larger dimension relabelled [`Label::Broadcast`] (summed
-    /// away). `None` when there is no ellipsis (the network is already concrete).
+    /// The network for operands of shapes `dims`, with every ellipsis expanded into
+    /// [`Label::Ellipsis`] labels (right-aligned, numpy's rule) and every size-1 axis that
+    /// broadcasts against a larger dimension of the same label in another operand (or of the
+    /// same ellipsis dimension) relabelled [`Label::Broadcast`] (summed away: torch's
+    /// broadcasting rule). `None` when nothing changes (the network is already concrete for
+    /// these shapes). ncon networks never broadcast.
     ///
     /// # Errors
     /// [`Error::RankMismatch`] naming the operand when its rank is below its number of named
     /// labels; [`Error::ShapeMismatch`] naming the operand and axis when ellipsis dimensions
     /// do not broadcast (neither equal nor 1).
     pub(crate) fn expand_ellipsis<D: AsRef<[usize]>>(&self, dims: &[D]) -> Result<Option<Network>> {
+        if self.notation != Notation::Einsum {
+            return Ok(None);
+        }
+        let (mut inputs, output) = match self.ellipsis_labels(dims)? {
+            Some(expanded) => expanded,
+            None => (
+                (0..self.inputs.len())
+                    .map(|k| self.operand_labels(k).unwrap_or_default())
+                    .collect(),
+                self.output_labels(),
+            ),
+        };
+        let mut changed = self.has_ellipsis();
+        // torch's rule for a label: its dimensions agree or are 1 across operands
+        let rank_ok =
+            |k: usize, l: &[Label]| dims.get(k).is_some_and(|d| d.as_ref().len() == l.len());
+        let mut target: HashMap<Label, usize> = HashMap::new();
+        for (k, l) in inputs.iter().enumerate().filter(|(k, l)| rank_ok(*k, l)) {
+            for (&lab, &d) in l.iter().zip(dims[k].as_ref()) {
+                if d != 1 {
+                    target.entry(lab).or_insert(d);
+                }
+            }
+        }
+        for (k, l) in inputs.iter_mut().enumerate() {
+            if !rank_ok(k, l) {
+                continue;
+            }
+            let d = dims[k].as_ref();
+            for axis in 0..l.len() {
+                let lab = l[axis];
+                let larger = target.get(&lab).is_some_and(|&t| t != 1);
+                let own = l.iter().zip(d).any(|(&m, &dm)| m == lab && dm != 1);
+                if d[axis] == 1 && larger && !own {
+                    l[axis] = Label::Broadcast(k, axis);
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return Ok(None);
+        }
+        Ok(Some(
+            Network::from_labels(self.notation, &inputs, &output)?.with_conj(&self.conj)?,
+        ))
+    }
+
+    /// The label lists of the operands and the output with every ellipsis expanded
+    /// (see [`expand_ellipsis`](Self::expand_ellipsis)); `None` without an ellipsis.
+    #[allow(clippy::type_complexity)]
+    fn ellipsis_labels<D: AsRef<[usize]>>(
+        &self,
+        dims: &[D],
+    ) -> Result<Option<(Vec<Vec<Label>>, Vec<Label>)>> {
         if !self.has_ellipsis() {
             return Ok(None);
         }
@@ -277,9 +333,7 @@ impl Network {
         if let Some(at) = self.output_ellipsis {
             output.splice(at..at, (0..width).map(Label::Ellipsis));
         }
-        Ok(Some(
-            Network::from_labels(self.notation, &inputs, &output)?.with_conj(&self.conj)?,
-        ))
+        Ok(Some((inputs, output)))
     }
 
     /// Sets one conjugation flag per operand: operand `k` enters the network as
