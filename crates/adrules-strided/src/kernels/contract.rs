@@ -21,8 +21,8 @@ use adrules_core::{Axes, Conj, ContractSpec, Dims, Result};
 
 use super::add::{axpby, scale};
 use super::engine::Ptr;
-use crate::element::Element;
 use crate::element::private::MatrixRef;
+use crate::element::{Element, convert};
 use crate::hook::Scratch;
 use crate::layout::Strides;
 use crate::view::{StridedView, StridedViewMut};
@@ -545,7 +545,8 @@ fn unbatched_axes(rank: usize, batch: &[usize]) -> (Axes, Axes) {
 }
 
 /// A batched contraction as one unbatched contraction per batch index, on slices of A, B and
-/// C that are views into them (no copy): the slice plans see the same strides, so an operand
+/// C that are views into them (no copy), or, when each slice is tiny (at most
+/// [`SMALL_SLICE_FLOPS`] multiply-adds: Hadamard products, row-wise dots), as direct loops: the slice plans see the same strides, so an operand
 /// that is a matrix in place stays one in every slice. Slices run on the rayon pool when there
 /// are several and each is too small for GEMM's own parallelism.
 #[allow(clippy::too_many_arguments)]
@@ -588,6 +589,45 @@ fn contract_batched<TA: Element, TB: Element, TC: Element>(
         picks(b.strides(), spec.batch_b()),
         picks(c.strides(), &c_batch),
     );
+    let k: usize = spec.contr_a().iter().map(|&i| a.dims()[i]).product();
+    let flops = dc.iter().product::<usize>().saturating_mul(k);
+    if flops <= SMALL_SLICE_FLOPS {
+        let sip = sub.perm_ab().inverse();
+        let na = sub.open_a().len();
+        let c_of = |x: usize| sc[sip.as_slice()[x]];
+        let ms = offsets2(
+            &pick(&da, sub.open_a()),
+            &picks(&sa, sub.open_a()),
+            &(0..na).map(c_of).collect::<Strides>(),
+        );
+        let ns = offsets2(
+            &pick(&db, sub.open_b()),
+            &picks(&sb, sub.open_b()),
+            &(0..sub.open_b().len())
+                .map(|x| c_of(na + x))
+                .collect::<Strides>(),
+        );
+        let ks = offsets2(
+            &pick(&da, sub.contr_a()),
+            &picks(&sa, sub.contr_a()),
+            &picks(&sb, sub.contr_b()),
+        );
+        // SAFETY: every offset is a multi-index of the views' own shapes under their strides;
+        // C is exclusively borrowed and disjoint from A and B (checked by the backend).
+        unsafe {
+            run_small(
+                c.as_mut_ptr(),
+                a.as_ptr(),
+                b.as_ptr(),
+                (&batch, [&la, &lb, &lc]),
+                (&ms, &ns, &ks),
+                (conj_a, conj_b),
+                alpha,
+                beta,
+            )
+        };
+        return Ok(());
+    }
     let count: usize = batch.iter().product();
     let offsets = move |mut flat: usize| -> [isize; 3] {
         let mut o = [0isize; 3];
@@ -620,13 +660,97 @@ fn contract_batched<TA: Element, TB: Element, TC: Element>(
         };
         contract_impl(&mut cv, &av, &bv, &sub, conj_a, conj_b, alpha, beta)
     };
-    let k: usize = spec.contr_a().iter().map(|&i| a.dims()[i]).product();
-    let flops = dc.iter().product::<usize>().saturating_mul(k);
     let threads = rayon::current_num_threads();
     if threads > 1 && count >= 2 && flops < PARALLEL_FLOPS {
         use rayon::prelude::*;
         (0..count).into_par_iter().try_for_each(one)
     } else {
         (0..count).try_for_each(one)
+    }
+}
+
+/// Largest per-slice product (`m·n·k`) run as direct loops instead of a GEMM call: below it,
+/// planning and calling GEMM for every batch index costs more than the arithmetic (a Hadamard
+/// product `ij,ij->ij` is one 1×1×1 product per element, a row-wise dot `bi,bi->b` one 1×1×k).
+const SMALL_SLICE_FLOPS: usize = 512;
+
+/// The offsets under `s1` and `s2` of every multi-index of `dims`, row-major.
+fn offsets2(dims: &[usize], s1: &[isize], s2: &[isize]) -> Vec<(isize, isize)> {
+    let mut out = vec![(0isize, 0isize)];
+    for ((&d, &a), &b) in dims.iter().zip(s1).zip(s2) {
+        out = out
+            .iter()
+            .flat_map(|&(x, y)| (0..d as isize).map(move |i| (x + i * a, y + i * b)))
+            .collect();
+    }
+    out
+}
+
+/// A batched contraction of small slices as direct loops over precomputed offsets:
+/// `C[l, i, j] ← β·C[l, i, j] + α·Σ_k op(A[l, i, k])·op(B[l, k, j])` (strong zero for β = 0).
+///
+/// # Safety
+/// The offsets address elements of the views `a`, `b` (read) and `c` (written, distinct per
+/// `(l, i, j)`), which is exclusively borrowed and disjoint from A and B.
+#[allow(clippy::too_many_arguments)]
+unsafe fn run_small<TA: Element, TB: Element, TC: Element>(
+    c: *mut TC,
+    a: *const TA,
+    b: *const TB,
+    batch: (&[usize], [&[isize]; 3]),
+    (ms, ns, ks): (&[(isize, isize)], &[(isize, isize)], &[(isize, isize)]),
+    (conj_a, conj_b): (Conj, Conj),
+    alpha: TC,
+    beta: TC,
+) {
+    let (dims, [la, lb, lc]) = batch;
+    let strong_zero = beta == TC::zero();
+    let (ca, cb) = (conj_a.is_conj(), conj_b.is_conj());
+    let mut idx = vec![0usize; dims.len()];
+    let (mut oa, mut ob, mut oc) = (0isize, 0isize, 0isize);
+    if dims.contains(&0) {
+        return;
+    }
+    loop {
+        for &(am, cm) in ms {
+            for &(bn, cn) in ns {
+                let mut s = TC::zero();
+                for &(ak, bk) in ks {
+                    // SAFETY: in bounds by the caller's contract.
+                    let (x, y) = unsafe { (*a.offset(oa + am + ak), *b.offset(ob + bn + bk)) };
+                    let x: TC = convert(if ca { x.conj() } else { x });
+                    let y: TC = convert(if cb { y.conj() } else { y });
+                    s = s + x * y;
+                }
+                // SAFETY: a distinct element of C per (l, i, j).
+                unsafe {
+                    let z = c.offset(oc + cm + cn);
+                    *z = if strong_zero {
+                        alpha * s
+                    } else {
+                        beta * *z + alpha * s
+                    };
+                }
+            }
+        }
+        let mut k = dims.len();
+        loop {
+            if k == 0 {
+                return;
+            }
+            k -= 1;
+            idx[k] += 1;
+            if idx[k] < dims[k] {
+                oa += la[k];
+                ob += lb[k];
+                oc += lc[k];
+                break;
+            }
+            let back = (dims[k] - 1) as isize;
+            oa -= back * la[k];
+            ob -= back * lb[k];
+            oc -= back * lc[k];
+            idx[k] = 0;
+        }
     }
 }
