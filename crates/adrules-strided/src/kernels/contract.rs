@@ -620,7 +620,7 @@ fn contract_batched<TA: Element, TB: Element, TC: Element>(
                 a.as_ptr(),
                 b.as_ptr(),
                 (&batch, [&la, &lb, &lc]),
-                (&ms, &ns, &ks),
+                [&ms, &ns, &ks],
                 (conj_a, conj_b),
                 alpha,
                 beta,
@@ -674,8 +674,11 @@ fn contract_batched<TA: Element, TB: Element, TC: Element>(
 /// product `ij,ij->ij` is one 1×1×1 product per element, a row-wise dot `bi,bi->b` one 1×1×k).
 const SMALL_SLICE_FLOPS: usize = 512;
 
+/// A pair of element offsets (in two operands).
+type Offsets = (isize, isize);
+
 /// The offsets under `s1` and `s2` of every multi-index of `dims`, row-major.
-fn offsets2(dims: &[usize], s1: &[isize], s2: &[isize]) -> Vec<(isize, isize)> {
+fn offsets2(dims: &[usize], s1: &[isize], s2: &[isize]) -> Vec<Offsets> {
     let mut out = vec![(0isize, 0isize)];
     for ((&d, &a), &b) in dims.iter().zip(s1).zip(s2) {
         out = out
@@ -698,7 +701,7 @@ unsafe fn run_small<TA: Element, TB: Element, TC: Element>(
     a: *const TA,
     b: *const TB,
     batch: (&[usize], [&[isize]; 3]),
-    (ms, ns, ks): (&[(isize, isize)], &[(isize, isize)], &[(isize, isize)]),
+    [ms, ns, ks]: [&[Offsets]; 3],
     (conj_a, conj_b): (Conj, Conj),
     alpha: TC,
     beta: TC,
@@ -720,7 +723,7 @@ unsafe fn run_small<TA: Element, TB: Element, TC: Element>(
                     let (x, y) = unsafe { (*a.offset(oa + am + ak), *b.offset(ob + bn + bk)) };
                     let x: TC = convert(if ca { x.conj() } else { x });
                     let y: TC = convert(if cb { y.conj() } else { y });
-                    s = s + x * y;
+                    s += x * y;
                 }
                 // SAFETY: a distinct element of C per (l, i, j).
                 unsafe {
