@@ -41,6 +41,21 @@ fn tensor(dims: &[usize], dtype: DType, seed: u64) -> Tensor {
     .expect("valid shape")
 }
 
+/// A criterion group with this file's settings (flat sampling, short runs).
+fn group<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+    samples: usize,
+) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
+    let mut group = c.benchmark_group(name);
+    group
+        .sample_size(samples)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2))
+        .sampling_mode(SamplingMode::Flat);
+    group
+}
+
 fn one_thread() -> rayon::ThreadPool {
     rayon::ThreadPoolBuilder::new()
         .num_threads(1)
@@ -75,13 +90,8 @@ fn attention(c: &mut Criterion) {
     let plan =
         NetworkPlan::new(&net, &[[b, h, q, d], [b, h, k, d]], &Order::Default).expect("plan");
     let cbar = tensor(&[b, h, q, k], DType::F32, 3);
-    let mut group = c.benchmark_group("attention");
-    group
-        .sample_size(20)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(2))
-        .sampling_mode(SamplingMode::Flat)
-        .throughput(Throughput::Elements(2 * (b * h * q * k * d) as u64));
+    let mut group = group(c, "attention", 20);
+    group.throughput(Throughput::Elements(2 * (b * h * q * k * d) as u64));
     let (xs, ys): (Vec<f32>, Vec<f32>) = (
         values(b * h * q * d, 1).iter().map(|&v| v as f32).collect(),
         values(b * h * k * d, 2).iter().map(|&v| v as f32).collect(),
@@ -151,13 +161,8 @@ fn bmm(c: &mut Criterion) {
     let (xs, ys) = (values(l * m * m, 4), values(l * m * m, 5));
     let mut zs = vec![0f64; l * m * m];
     let mut faer_loop = || gemm_loop(&xs, &ys, &mut zs, (l, m, m, m), 1.0);
-    let mut group = c.benchmark_group("bmm");
-    group
-        .sample_size(20)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(2))
-        .sampling_mode(SamplingMode::Flat)
-        .throughput(Throughput::Elements(2 * (l * m * m * m) as u64));
+    let mut group = group(c, "bmm", 20);
+    group.throughput(Throughput::Elements(2 * (l * m * m * m) as u64));
     common::paired(
         &mut group,
         &pool,
@@ -174,24 +179,11 @@ fn bmm(c: &mut Criterion) {
         let dst = MatMut::from_row_major_slice_mut(&mut big, l * m, m);
         matmul(dst, Accum::Replace, lhs, rhs, 1.0, Par::Seq);
     };
-    let mut ours_again = || {
-        be.contract(
-            &mut out,
-            &x,
-            &y,
-            &spec,
-            adrules::Conj::No,
-            adrules::Conj::No,
-            one,
-            zero,
-        )
-        .expect("contract")
-    };
     common::paired(
         &mut group,
         &pool,
         "f64_b64_n128_t1_one_gemm",
-        ("adrules", &mut ours_again),
+        ("adrules", &mut ours),
         ("faer", &mut faer_one),
     );
     group.finish();
@@ -213,12 +205,7 @@ fn plan_cache(c: &mut Criterion) {
     let mut prebuilt = || {
         std::hint::black_box(plan.execute(&be, &refs).expect("execute"));
     };
-    let mut group = c.benchmark_group("plan_cache");
-    group
-        .sample_size(30)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(2))
-        .sampling_mode(SamplingMode::Flat);
+    let mut group = group(c, "plan_cache", 30);
     common::paired(
         &mut group,
         &pool,

@@ -11,10 +11,8 @@ use std::mem::discriminant;
 
 use adrules_candle::candle_core::{Tensor, Var};
 use adrules_candle::{CandleBackend, adrules_error, einsum};
-use adrules_core::{Backend, DType, Error, HostTensor};
-use adrules_strided::Strided;
-use adrules_testing::oracle::{OracleCase, load, oracle_dir};
-use adrules_testing::{Tolerance, Value};
+use adrules_core::{Backend, DType, HostTensor};
+use adrules_testing::oracle::{OracleCase, assert_close, load_for};
 
 fn up(h: &HostTensor) -> Tensor {
     CandleBackend::cpu().from_host(h.clone()).unwrap()
@@ -22,51 +20,6 @@ fn up(h: &HostTensor) -> Tensor {
 
 fn down(t: &Tensor) -> HostTensor {
     CandleBackend::cpu().to_host(t).unwrap()
-}
-
-/// The case's tolerance, tightened to ours (as the backend-level replay does): the file's
-/// first-order tolerance, at most our per-dtype one (no tighter than `1e-5` / `1e-4`).
-fn tolerance(case: &OracleCase) -> Tolerance {
-    case.tolerance
-        .min(Tolerance::for_dtype(case.dtype).max(Tolerance {
-            atol: 1e-5,
-            rtol: 1e-4,
-        }))
-}
-
-fn check(tol: Tolerance, got: &HostTensor, want: &HostTensor, what: &str) {
-    assert_eq!(got.dtype(), want.dtype(), "{what}: dtype");
-    tol.check(
-        &Value::Tensor(got.clone()),
-        &Value::Tensor(want.clone()),
-        what,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-}
-
-/// The `f32` and `f64` cases of `einsum.jsonl` (candle has no complex dtype).
-fn real_cases() -> Vec<OracleCase> {
-    let dir = oracle_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
-    load(&dir.join("einsum.jsonl"))
-        .unwrap()
-        .into_iter()
-        .filter(|c| matches!(c.dtype, DType::F32 | DType::F64))
-        .collect()
-}
-
-/// The error of the core's einsum on the strided backend for the case's inputs.
-fn core_error(case: &OracleCase) -> Error {
-    let be = Strided;
-    let xs: Vec<_> = case
-        .inputs_in_order()
-        .into_iter()
-        .map(|h| be.from_host(h.clone()).unwrap())
-        .collect();
-    let refs: Vec<_> = xs.iter().collect();
-    match adrules_core::network::einsum(&be, case.subscripts.as_deref().unwrap(), &refs) {
-        Ok(_) => panic!("{}: the core accepts it", case.id),
-        Err(e) => e,
-    }
 }
 
 /// A case the oracle marks `error`: a typed error from [`einsum`] (the variant the core's
@@ -87,7 +40,9 @@ fn replay_error(case: &OracleCase, ctx: &str) {
         Ok(Err(e)) => {
             let typed = adrules_error(&e)
                 .unwrap_or_else(|| panic!("{ctx}: not a typed adrules error: {e}"));
-            let want = core_error(case);
+            let want = case
+                .einsum_error()
+                .unwrap_or_else(|| panic!("{}: the core accepts it", case.id));
             assert_eq!(
                 discriminant(typed),
                 discriminant(&want),
@@ -104,7 +59,7 @@ fn replay_error(case: &OracleCase, ctx: &str) {
 /// A success case: the primal, then candle's gradients for every probe's cotangent.
 fn replay_success(case: &OracleCase, ctx: &str) {
     let subscripts = case.subscripts.as_deref().unwrap();
-    let tol = tolerance(case);
+    let tol = case.first_order_tolerance();
     let names: Vec<&String> = case.inputs.keys().collect();
     let vars: Vec<Var> = case
         .inputs_in_order()
@@ -114,7 +69,7 @@ fn replay_success(case: &OracleCase, ctx: &str) {
     let xs: Vec<&Tensor> = vars.iter().map(|v| v.as_tensor()).collect();
     let out = einsum(subscripts, &xs).unwrap_or_else(|e| panic!("{ctx}: {e}"));
     let expected = case.output.as_ref().expect("success cases have an output");
-    check(tol, &down(&out), expected, &format!("{ctx} primal"));
+    assert_close(tol, &down(&out), expected, &format!("{ctx} primal"));
     assert!(!case.probes.is_empty(), "{ctx}: no probes");
     for (i, probe) in case.probes.iter().enumerate() {
         // A fresh graph per probe: candle's backward leaves the graph as it was, but the
@@ -133,14 +88,16 @@ fn replay_success(case: &OracleCase, ctx: &str) {
                 .get(v.as_tensor())
                 .map(down)
                 .unwrap_or_else(|| panic!("{what}: candle gave no gradient"));
-            check(tol, &got, want, &what);
+            assert_close(tol, &got, want, &what);
         }
     }
 }
 
 #[test]
 fn einsum_oracle_through_candle_autograd() {
-    let cases = real_cases();
+    // f32 and f64 only: candle has no complex dtype
+    let real = [DType::F32, DType::F64];
+    let cases = load_for(env!("CARGO_MANIFEST_DIR"), "einsum.jsonl", &real).unwrap();
     let (mut ok, mut errors) = (0, 0);
     for case in &cases {
         let ctx = format!("{} ({})", case.id, case.subscripts.as_deref().unwrap());

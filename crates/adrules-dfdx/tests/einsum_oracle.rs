@@ -14,12 +14,10 @@
 use std::mem::discriminant;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use adrules_core::{Backend, DType, Error, HostTensor, Result};
+use adrules_core::{Backend, DType, HostTensor, Result};
 use adrules_dfdx::dfdx::prelude::*;
 use adrules_dfdx::{DfdxElement, DfdxTensor, Operands, Ranked, einsum, try_backward};
-use adrules_strided::Strided;
-use adrules_testing::oracle::{OracleCase, load, oracle_dir};
-use adrules_testing::{Tolerance, Value};
+use adrules_testing::oracle::{OracleCase, assert_close, load_for};
 
 type Traced<S, E> = Tensor<S, E, Cpu, OwnedTape<E, Cpu>>;
 
@@ -202,41 +200,6 @@ fn gradient<E: DfdxElement>(g: &Gradients<E, Cpu>, x: &Ranked<E>) -> HostTensor 
     with_operand!(x, t => host(&g.get(t)), else unreachable!("dispatched operands have rank ≤ 4"))
 }
 
-/// The case's tolerance, tightened to ours (as the backend-level replay does): the file's
-/// first-order tolerance, at most our per-dtype one (no tighter than `1e-5` / `1e-4`).
-fn tolerance(case: &OracleCase) -> Tolerance {
-    case.tolerance
-        .min(Tolerance::for_dtype(case.dtype).max(Tolerance {
-            atol: 1e-5,
-            rtol: 1e-4,
-        }))
-}
-
-fn check(tol: Tolerance, got: &HostTensor, want: &HostTensor, what: &str) {
-    assert_eq!(got.dtype(), want.dtype(), "{what}: dtype");
-    tol.check(
-        &Value::Tensor(got.clone()),
-        &Value::Tensor(want.clone()),
-        what,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-}
-
-/// The error of the core's einsum on the strided backend for the case's inputs.
-fn core_error(case: &OracleCase) -> Error {
-    let be = Strided;
-    let xs: Vec<_> = case
-        .inputs_in_order()
-        .into_iter()
-        .map(|h| be.from_host(h.clone()).unwrap())
-        .collect();
-    let refs: Vec<_> = xs.iter().collect();
-    match adrules_core::network::einsum(&be, case.subscripts.as_deref().unwrap(), &refs) {
-        Ok(_) => panic!("{}: the core accepts it", case.id),
-        Err(e) => e,
-    }
-}
-
 /// How a case went.
 enum Replay {
     Ran,
@@ -266,7 +229,9 @@ fn replay_error<E: Elem>(case: &OracleCase, ctx: &str) -> Replay {
         Ok((c, _)) => panic!("{ctx}: accepted, gave dims {:?}", c.dims()),
         Err(e) => e,
     };
-    let want = core_error(case);
+    let want = case
+        .einsum_error()
+        .unwrap_or_else(|| panic!("{}: the core accepts it", case.id));
     assert_eq!(
         discriminant(&e),
         discriminant(&want),
@@ -284,7 +249,7 @@ fn replay_error<E: Elem>(case: &OracleCase, ctx: &str) -> Replay {
 /// tape per probe).
 fn replay_success<E: Elem>(case: &OracleCase, ctx: &str) -> Replay {
     let subscripts = case.subscripts.as_deref().unwrap();
-    let tol = tolerance(case);
+    let tol = case.first_order_tolerance();
     let expected = case.output.as_ref().expect("success cases have an output");
     let xs = operands::<E>(case);
     let out_rank = expected.dims().len();
@@ -292,7 +257,7 @@ fn replay_success<E: Elem>(case: &OracleCase, ctx: &str) -> Replay {
         return Replay::Skipped;
     };
     let (primal, _) = primal.unwrap_or_else(|e| panic!("{ctx}: {e}"));
-    check(tol, &primal, expected, &format!("{ctx} primal"));
+    assert_close(tol, &primal, expected, &format!("{ctx} primal"));
     assert!(!case.probes.is_empty(), "{ctx}: no probes");
     let names: Vec<&String> = case.inputs.keys().collect();
     for (i, probe) in case.probes.iter().enumerate() {
@@ -302,7 +267,7 @@ fn replay_success<E: Elem>(case: &OracleCase, ctx: &str) -> Replay {
         let g = g.expect("a cotangent was given");
         for (n, x) in names.iter().zip(&xs) {
             let what = format!("{ctx} probe {i} VJP {n}");
-            check(tol, &gradient(&g, x), &probe.vjp[*n], &what);
+            assert_close(tol, &gradient(&g, x), &probe.vjp[*n], &what);
         }
     }
     Replay::Ran
@@ -310,12 +275,8 @@ fn replay_success<E: Elem>(case: &OracleCase, ctx: &str) -> Replay {
 
 #[test]
 fn einsum_oracle_through_dfdx_tape() {
-    let dir = oracle_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
-    let cases: Vec<OracleCase> = load(&dir.join("einsum.jsonl"))
-        .unwrap()
-        .into_iter()
-        .filter(|c| matches!(c.dtype, DType::F32 | DType::F64))
-        .collect();
+    let real = [DType::F32, DType::F64];
+    let cases = load_for(env!("CARGO_MANIFEST_DIR"), "einsum.jsonl", &real).unwrap();
     let (mut ran, mut errors, mut skipped) = (0usize, 0usize, Vec::new());
     for case in &cases {
         let ctx = format!("{} ({})", case.id, case.subscripts.as_deref().unwrap());

@@ -149,6 +149,43 @@ pub(crate) fn dense_like(dims: &[usize], strides: &[isize]) -> Strides {
     out
 }
 
+/// Calls `f` with the offsets (in elements) under each of the `N` stride sets of every
+/// multi-index of `dims`, in row-major order (an odometer: one addition per step); nothing for
+/// an empty index space, once (all offsets 0) for rank 0.
+pub(crate) fn for_each_offset<const N: usize>(
+    dims: &[usize],
+    strides: [&[isize]; N],
+    mut f: impl FnMut([isize; N]),
+) {
+    if dims.contains(&0) {
+        return;
+    }
+    let mut idx: SmallVec<[usize; 8]> = SmallVec::from_elem(0, dims.len());
+    let mut o = [0isize; N];
+    loop {
+        f(o);
+        let mut k = dims.len();
+        loop {
+            if k == 0 {
+                return;
+            }
+            k -= 1;
+            idx[k] += 1;
+            if idx[k] < dims[k] {
+                for (o, s) in o.iter_mut().zip(&strides) {
+                    *o += s[k];
+                }
+                break;
+            }
+            let back = (dims[k] - 1) as isize;
+            for (o, s) in o.iter_mut().zip(&strides) {
+                *o -= back * s[k];
+            }
+            idx[k] = 0;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -54,6 +54,32 @@ pub struct OracleCase {
 }
 
 impl OracleCase {
+    /// The tolerance to compare first-order results with: the file's, tightened to our own
+    /// per-dtype tolerance (the file's are loose), never tighter than `atol = 1e-5`,
+    /// `rtol = 1e-4`.
+    pub fn first_order_tolerance(&self) -> Tolerance {
+        self.tolerance
+            .min(Tolerance::for_dtype(self.dtype).max(Tolerance {
+                atol: 1e-5,
+                rtol: 1e-4,
+            }))
+    }
+
+    /// The error the core's one-call einsum ([`adrules_core::network::einsum`], on the naive
+    /// [`ReferenceBackend`](crate::ReferenceBackend)) gives for this case's string and inputs,
+    /// or `None` when it accepts them (or the case has no string): what every engine's einsum
+    /// must answer for a case the oracle marks as an error.
+    pub fn einsum_error(&self) -> Option<Error> {
+        let subscripts = self.subscripts.as_deref()?;
+        let xs: Vec<std::sync::Arc<HostTensor>> = self
+            .inputs_in_order()
+            .into_iter()
+            .map(|h| std::sync::Arc::new(h.clone()))
+            .collect();
+        let refs: Vec<&std::sync::Arc<HostTensor>> = xs.iter().collect();
+        adrules_core::network::einsum(&crate::ReferenceBackend, subscripts, &refs).err()
+    }
+
     /// The inputs in call order.
     pub fn inputs_in_order(&self) -> Vec<&HostTensor> {
         self.inputs.values().collect()
@@ -147,6 +173,20 @@ fn tensor_map(v: &Value, ctx: &str) -> Result<BTreeMap<String, HostTensor>> {
         .collect()
 }
 
+/// Asserts that `got` has `want`'s dtype and is within `tol` of it.
+///
+/// # Panics
+/// On a dtype or value mismatch, with `what` and the worst element in the message.
+pub fn assert_close(tol: Tolerance, got: &HostTensor, want: &HostTensor, what: &str) {
+    assert_eq!(got.dtype(), want.dtype(), "{what}: dtype");
+    tol.check(
+        &crate::Value::Tensor(got.clone()),
+        &crate::Value::Tensor(want.clone()),
+        what,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// Parses one JSONL line.
 ///
 /// # Errors
@@ -211,6 +251,19 @@ pub fn parse_case(line: &str, ctx: &str) -> Result<OracleCase> {
         output,
         expects_error,
     })
+}
+
+/// The cases of the oracle file `file` (in the folder [`oracle_dir`] finds from
+/// `manifest_dir`) whose dtype is one of `dtypes`.
+///
+/// # Errors
+/// Those of [`oracle_dir`] and [`load`].
+pub fn load_for(manifest_dir: &str, file: &str, dtypes: &[DType]) -> Result<Vec<OracleCase>> {
+    let cases = load(&oracle_dir(manifest_dir)?.join(file))?;
+    Ok(cases
+        .into_iter()
+        .filter(|c| dtypes.contains(&c.dtype))
+        .collect())
 }
 
 /// Reads every case of a JSONL oracle file.

@@ -280,7 +280,7 @@ mod tests {
     fn ellipsis_expands_and_broadcasts() {
         let net = Network::einsum("...ij,...jk->...ik").unwrap();
         let e = net
-            .expand_ellipsis(&[vec![2, 1, 3, 4], vec![5, 4, 2]])
+            .instantiate(&[vec![2, 1, 3, 4], vec![5, 4, 2]])
             .unwrap()
             .unwrap();
         assert_eq!(
@@ -306,17 +306,17 @@ mod tests {
             ]
         );
         assert!(matches!(
-            net.expand_ellipsis(&[vec![2, 3, 4], vec![3, 4, 5]]),
+            net.instantiate(&[vec![2, 3, 4], vec![3, 4, 5]]),
             Err(Error::ShapeMismatch { .. })
         ));
         assert!(matches!(
-            net.expand_ellipsis(&[vec![3], vec![3, 4, 5]]),
+            net.instantiate(&[vec![3], vec![3, 4, 5]]),
             Err(Error::RankMismatch { .. })
         ));
         assert!(
             Network::einsum("ij->ij")
                 .unwrap()
-                .expand_ellipsis(&[[1, 2]])
+                .instantiate(&[[1, 2]])
                 .unwrap()
                 .is_none()
         );

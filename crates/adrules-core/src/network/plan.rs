@@ -141,7 +141,7 @@ impl NetworkPlan {
                 actual: dims.len(),
             });
         }
-        let expanded = network.expand_ellipsis(dims)?;
+        let expanded = network.instantiate(dims)?;
         let network = expanded.as_ref().unwrap_or(network);
         let mut label_dims: Vec<Option<(usize, usize, usize)>> = vec![None; network.num_labels()];
         for (k, (d, labels)) in dims.iter().zip(network.inputs()).enumerate() {

@@ -208,7 +208,7 @@ impl Network {
     /// [`Error::RankMismatch`] naming the operand when its rank is below its number of named
     /// labels; [`Error::ShapeMismatch`] naming the operand and axis when ellipsis dimensions
     /// do not broadcast (neither equal nor 1).
-    pub(crate) fn expand_ellipsis<D: AsRef<[usize]>>(&self, dims: &[D]) -> Result<Option<Network>> {
+    pub(crate) fn instantiate<D: AsRef<[usize]>>(&self, dims: &[D]) -> Result<Option<Network>> {
         if self.notation != Notation::Einsum {
             return Ok(None);
         }
@@ -257,7 +257,7 @@ impl Network {
     }
 
     /// The label lists of the operands and the output with every ellipsis expanded
-    /// (see [`expand_ellipsis`](Self::expand_ellipsis)); `None` without an ellipsis.
+    /// (see [`instantiate`](Self::instantiate)); `None` without an ellipsis.
     #[allow(clippy::type_complexity)]
     fn ellipsis_labels<D: AsRef<[usize]>>(
         &self,
@@ -315,16 +315,9 @@ impl Network {
             .map(|k| {
                 let mut l = self.operand_labels(k).unwrap_or_default();
                 if let Some(at) = self.ellipsis[k] {
-                    let d = dims[k].as_ref();
-                    let expanded = (0..ranks[k]).map(|j| {
-                        let g = width - ranks[k] + j;
-                        if d[at + j] == 1 && shape[g].0 != 1 {
-                            Label::Broadcast(k, at + j)
-                        } else {
-                            Label::Ellipsis(g)
-                        }
-                    });
-                    l.splice(at..at, expanded);
+                    // size-1 axes are relabelled by the broadcasting pass of `instantiate`
+                    let first = width - ranks[k];
+                    l.splice(at..at, (first..width).map(Label::Ellipsis));
                 }
                 l
             })

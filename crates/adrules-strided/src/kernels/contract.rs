@@ -24,7 +24,7 @@ use super::engine::Ptr;
 use crate::element::private::MatrixRef;
 use crate::element::{Element, convert};
 use crate::hook::Scratch;
-use crate::layout::Strides;
+use crate::layout::{Strides, for_each_offset};
 use crate::view::{StridedView, StridedViewMut};
 
 /// `m·n·k` from which GEMM runs on the rayon pool.
@@ -679,14 +679,9 @@ type Offsets = (isize, isize);
 
 /// The offsets under `s1` and `s2` of every multi-index of `dims`, row-major.
 fn offsets2(dims: &[usize], s1: &[isize], s2: &[isize]) -> Vec<Offsets> {
-    let mut out = vec![(0isize, 0isize)];
-    for ((&d, &a), &b) in dims.iter().zip(s1).zip(s2) {
-        out = out
-            .iter()
-            .flat_map(|&(x, y)| (0..d as isize).map(move |i| (x + i * a, y + i * b)))
-            .collect();
-    }
-    out
+    let mut v = Vec::with_capacity(dims.iter().product());
+    for_each_offset(dims, [s1, s2], |[x, y]| v.push((x, y)));
+    v
 }
 
 /// A batched contraction of small slices as direct loops over precomputed offsets:
@@ -706,15 +701,10 @@ unsafe fn run_small<TA: Element, TB: Element, TC: Element>(
     alpha: TC,
     beta: TC,
 ) {
-    let (dims, [la, lb, lc]) = batch;
+    let (dims, strides) = batch;
     let strong_zero = beta == TC::zero();
     let (ca, cb) = (conj_a.is_conj(), conj_b.is_conj());
-    let mut idx = vec![0usize; dims.len()];
-    let (mut oa, mut ob, mut oc) = (0isize, 0isize, 0isize);
-    if dims.contains(&0) {
-        return;
-    }
-    loop {
+    for_each_offset(dims, strides, |[oa, ob, oc]| {
         for &(am, cm) in ms {
             for &(bn, cn) in ns {
                 let mut s = TC::zero();
@@ -736,24 +726,5 @@ unsafe fn run_small<TA: Element, TB: Element, TC: Element>(
                 }
             }
         }
-        let mut k = dims.len();
-        loop {
-            if k == 0 {
-                return;
-            }
-            k -= 1;
-            idx[k] += 1;
-            if idx[k] < dims[k] {
-                oa += la[k];
-                ob += lb[k];
-                oc += lc[k];
-                break;
-            }
-            let back = (dims[k] - 1) as isize;
-            oa -= back * la[k];
-            ob -= back * lb[k];
-            oc -= back * lc[k];
-            idx[k] = 0;
-        }
-    }
+    });
 }

@@ -15,7 +15,7 @@ use super::engine;
 use super::reduce::fold;
 use super::update::{Axpby, Beta, Projecting};
 use crate::element::{Element, convert};
-use crate::layout::Strides;
+use crate::layout::{Strides, for_each_offset};
 use crate::view::{StridedView, StridedViewMut};
 
 /// Kept and summed parts of the diagonal of a tensor with `strides` under `spec`:
@@ -31,35 +31,6 @@ fn diagonal(
     let qd = spec.summed().iter().map(|g| dims[g[0]]).collect();
     let qs = spec.summed().iter().map(|g| stride(g)).collect();
     (kept, qd, qs)
-}
-
-/// Calls `f` with the offsets (in elements) under strides `s1` and `s2` of every multi-index
-/// of `dims`, in row-major order.
-fn for_each_offset(dims: &[usize], s1: &[isize], s2: &[isize], mut f: impl FnMut(isize, isize)) {
-    if dims.contains(&0) {
-        return;
-    }
-    let mut idx: SmallVec<[usize; 8]> = SmallVec::from_elem(0, dims.len());
-    let (mut o1, mut o2) = (0isize, 0isize);
-    loop {
-        f(o1, o2);
-        let mut k = dims.len();
-        loop {
-            if k == 0 {
-                return;
-            }
-            k -= 1;
-            idx[k] += 1;
-            if idx[k] < dims[k] {
-                o1 += s1[k];
-                o2 += s2[k];
-                break;
-            }
-            o1 -= (dims[k] - 1) as isize * s1[k];
-            o2 -= (dims[k] - 1) as isize * s2[k];
-            idx[k] = 0;
-        }
-    }
 }
 
 /// Generalized partial trace `C[i] ← β·C[i] + α·Σ_t op(A[J(i, t)])` with `J[a] = i_m` for
@@ -106,7 +77,7 @@ pub(crate) fn trace_impl<TA: Element, TC: Element>(
     let pc = c.as_mut_ptr();
     if c.len() >= terms {
         let mut b = beta;
-        for_each_offset(&qd, &qs, &qs, |off, _| {
+        for_each_offset(&qd, [&qs], |[off]| {
             // SAFETY: `off` is a traced position of A's diagonal; C is exclusively borrowed.
             unsafe {
                 axpby(
@@ -126,7 +97,7 @@ pub(crate) fn trace_impl<TA: Element, TC: Element>(
     }
     let conj = conj.is_conj();
     let strong_zero = beta == TC::zero();
-    for_each_offset(&dims, &sc, &kept, |oc, oa| {
+    for_each_offset(&dims, [&sc, &kept], |[oc, oa]| {
         // SAFETY: `oa` is a kept position of A and the sum runs over its traced diagonal;
         // `oc` addresses an element of the exclusively borrowed C.
         unsafe {

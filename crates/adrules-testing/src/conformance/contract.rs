@@ -330,16 +330,6 @@ pub(crate) fn multi_dot_cases(cfg: &Config) -> Vec<OracleCase> {
     cases
 }
 
-/// The comparison tolerance of an oracle case: the file's, tightened to our own per-dtype
-/// tolerance (the file's are loose).
-pub(crate) fn oracle_tolerance(case: &OracleCase) -> Tolerance {
-    case.tolerance
-        .min(Tolerance::for_dtype(case.dtype).max(Tolerance {
-            atol: 1e-5,
-            rtol: 1e-4,
-        }))
-}
-
 /// Every case of the oracle `multi_dot.jsonl` as a chain of pairwise contractions
 /// `((a·b)·c)·…`: the JVP through the chained pushforwards and the VJP through the chained
 /// pullbacks against PyTorch's references, within each case's tolerances (and our own
@@ -356,7 +346,7 @@ pub fn multi_dot_oracle<B: Backend>(be: &B, cfg: &Config) {
             .collect();
         let names: Vec<&String> = case.inputs.keys().collect();
         let mm = ContractSpec::from_labels("ij", "jk", "ik").unwrap();
-        let tol = oracle_tolerance(case);
+        let tol = case.first_order_tolerance();
         for probe in &case.probes {
             // Forward: chain of pushforwards; reverse: chain of pullbacks.
             let dxs: Vec<B::Tensor> = names

@@ -5,15 +5,13 @@ use adrules_core::network::{Network, NetworkPlan, Order};
 use adrules_core::{Backend, DType, HostTensor};
 
 use super::Config;
-use super::contract::oracle_tolerance;
 use super::network::oracle_probes;
 use crate::Value;
-use crate::oracle::{OracleCase, load, oracle_dir};
+use crate::oracle::{OracleCase, load_for};
 
 /// The cases of `einsum.jsonl` whose dtype and ranks the config supports.
 fn einsum_cases(cfg: &Config) -> Vec<OracleCase> {
-    let dir = oracle_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
-    let cases: Vec<OracleCase> = load(&dir.join("einsum.jsonl"))
+    let cases: Vec<OracleCase> = load_for(env!("CARGO_MANIFEST_DIR"), "einsum.jsonl", &cfg.dtypes)
         .unwrap()
         .into_iter()
         .filter(|case| {
@@ -65,7 +63,7 @@ pub fn einsum_oracle<B: Backend>(be: &B, cfg: &Config) {
             }
             continue;
         }
-        let tol = oracle_tolerance(case);
+        let tol = case.first_order_tolerance();
         let primal = adrules_core::network::einsum(be, subscripts, &refs)
             .unwrap_or_else(|e| panic!("{ctx}: {e}"));
         let expected = case.output.clone().expect("success cases have an output");

@@ -7,7 +7,7 @@ use adrules_core::{Backend, Complex64, Conj, DType, Error, HostData, HostTensor,
 
 use super::Config;
 use super::case::{random_like, rel_err, report, tol, zero_like};
-use super::contract::{multi_dot_cases, oracle_tolerance};
+use super::contract::multi_dot_cases;
 use crate::reference::{for_each_index, row_major_strides};
 use crate::{FiniteDifference, Rng, Value, adjoint_mismatch};
 
@@ -437,7 +437,7 @@ pub fn multi_dot_network<B: Backend>(be: &B, cfg: &Config) {
 
 /// Every probe of an oracle case through `plan` on the backend: the JVP through
 /// [`NetworkPlan::frule`] and the VJP of every operand through [`NetworkPlan::rrule`], within
-/// [`oracle_tolerance`].
+/// [`OracleCase::first_order_tolerance`](crate::oracle::OracleCase::first_order_tolerance).
 ///
 /// # Panics
 /// On the first mismatch or error.
@@ -449,7 +449,7 @@ pub(crate) fn oracle_probes<B: Backend>(
     what: &str,
 ) {
     let names: Vec<&String> = case.inputs.keys().collect();
-    let tol = oracle_tolerance(case);
+    let tol = case.first_order_tolerance();
     for probe in &case.probes {
         let dxs: Vec<B::Tensor> = names
             .iter()
