@@ -125,6 +125,19 @@ impl BackendChoice {
     }
 }
 
+/// candle's backend on the chosen device.
+#[cfg(feature = "candle")]
+fn candle_backend(
+    device: DeviceChoice,
+) -> std::result::Result<adrules::candle::CandleBackend, String> {
+    match device {
+        DeviceChoice::Cuda => adrules::candle::candle_core::Device::new_cuda(0)
+            .map(adrules::candle::CandleBackend::new)
+            .map_err(|e| format!("--device cuda: {e}")),
+        _ => Ok(adrules::candle::CandleBackend::cpu()),
+    }
+}
+
 /// The most temperatures one run computes.
 pub const MAX_POINTS: usize = 10_000;
 
@@ -181,6 +194,46 @@ pub struct Args {
     /// the engine the rules run on
     #[arg(long, value_enum, default_value_t = BackendChoice::Strided)]
     pub backend: BackendChoice,
+    /// the device of the engine's tensors: `cpu`, or for candle `cuda` (build with
+    /// `--features candle-cuda`), for burn `cuda` (`--features burn-cuda`) or `wgpu`
+    /// (`--features burn-wgpu`, with `--precision f32`: WGSL has no f64)
+    #[arg(long, value_enum, default_value_t = DeviceChoice::Cpu)]
+    pub device: DeviceChoice,
+}
+
+/// Where the engine's tensors live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DeviceChoice {
+    /// the host (strided, candle's CPU device, burn's Flex, dfdx)
+    Cpu,
+    /// the first CUDA GPU (candle, burn)
+    Cuda,
+    /// burn's wgpu backend on the default adapter
+    Wgpu,
+}
+
+impl DeviceChoice {
+    /// The facade feature that builds `backend` on this device, when one is needed.
+    fn feature(self, backend: BackendChoice) -> Option<&'static str> {
+        match (self, backend) {
+            (DeviceChoice::Cpu, _) => None,
+            (DeviceChoice::Cuda, BackendChoice::Candle) => Some("candle-cuda"),
+            (DeviceChoice::Cuda, BackendChoice::Burn) => Some("burn-cuda"),
+            (DeviceChoice::Wgpu, BackendChoice::Burn) => Some("burn-wgpu"),
+            _ => Some(""),
+        }
+    }
+
+    /// `true` when this build can run `backend` on this device.
+    fn built(self, backend: BackendChoice) -> bool {
+        match (self, backend) {
+            (DeviceChoice::Cpu, _) => true,
+            (DeviceChoice::Cuda, BackendChoice::Candle) => cfg!(feature = "candle-cuda"),
+            (DeviceChoice::Cuda, BackendChoice::Burn) => cfg!(feature = "burn-cuda"),
+            (DeviceChoice::Wgpu, BackendChoice::Burn) => cfg!(feature = "burn-wgpu"),
+            _ => false,
+        }
+    }
 }
 
 /// A run's checked arguments.
@@ -199,6 +252,26 @@ pub struct Plan {
 pub fn check(args: &Args) -> std::result::Result<Plan, String> {
     if !args.backend.built() {
         return Err(args.backend.not_built());
+    }
+    match args.device.feature(args.backend) {
+        Some("") => {
+            return Err(format!(
+                "--device {:?}: the {:?} backend has no such device (candle: cpu, cuda; burn: \
+                 cpu, cuda, wgpu; strided and dfdx: cpu)",
+                args.device, args.backend
+            ));
+        }
+        Some(feature) if !args.device.built(args.backend) => {
+            return Err(format!(
+                "--device {:?} with --backend {:?}: this build does not include it; rebuild \
+                 with `--features {feature}`",
+                args.device, args.backend
+            ));
+        }
+        _ => {}
+    }
+    if args.device == DeviceChoice::Wgpu && args.precision == Precision::F64 {
+        return Err("--device wgpu needs --precision f32: WGSL has no f64".into());
     }
     let widths = *ising::WIDTHS.start()..=args.backend.max_width();
     if !widths.contains(&args.width) {
@@ -475,13 +548,26 @@ pub fn run(args: &Args) -> std::result::Result<(), String> {
     let (points, timings) = match args.backend {
         BackendChoice::Strided => sweep_in(adrules::strided::Strided, args, &plan),
         #[cfg(feature = "candle")]
-        BackendChoice::Candle => sweep_in(adrules::candle::CandleBackend::cpu(), args, &plan),
+        BackendChoice::Candle => sweep_in(candle_backend(args.device)?, args, &plan),
         #[cfg(feature = "burn")]
-        BackendChoice::Burn => sweep_in(
+        BackendChoice::Burn if args.device == DeviceChoice::Cpu => sweep_in(
             adrules::burn::BurnBackend::<adrules::burn::burn_flex::Flex>::new(Default::default()),
             args,
             &plan,
         ),
+        #[cfg(feature = "burn-cuda")]
+        BackendChoice::Burn if args.device == DeviceChoice::Cuda => {
+            let device = adrules::burn::burn_tensor::Device::cuda(0);
+            let be = adrules::burn::BurnBackend::cube(&device).map_err(|e| e.to_string())?;
+            sweep_in(be, args, &plan)
+        }
+        #[cfg(feature = "burn-wgpu")]
+        BackendChoice::Burn if args.device == DeviceChoice::Wgpu => {
+            use adrules::burn::burn_tensor::{Device, DeviceKind};
+            let device = Device::wgpu(DeviceKind::DefaultDevice);
+            let be = adrules::burn::BurnBackend::cube(&device).map_err(|e| e.to_string())?;
+            sweep_in(be, args, &plan)
+        }
         #[cfg(feature = "dfdx")]
         BackendChoice::Dfdx => sweep_in(adrules::dfdx::DfdxBackend::default(), args, &plan),
         #[allow(unreachable_patterns)] // with every feature on
@@ -491,10 +577,11 @@ pub fn run(args: &Args) -> std::result::Result<(), String> {
     let elapsed = wall.elapsed();
 
     println!(
-        "2D Ising model, periodic strip of width W = {}, {:?}, backend {:?}; T_c = {:.6}",
+        "2D Ising model, periodic strip of width W = {}, {:?}, backend {:?} on {:?}; T_c = {:.6}",
         args.width,
         args.precision,
         args.backend,
+        args.device,
         onsager::critical_temperature()
     );
     println!(

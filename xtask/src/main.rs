@@ -1,9 +1,9 @@
 //! Project automation: `cargo xtask test-all`, `cargo xtask bench`.
 //!
 //! `test-all` runs, in order: `cargo fmt --check`, then for every feature set of the facade
-//! crate `adrules` (no default features, the defaults, each optional feature on top of the
-//! defaults, every optional feature together): clippy with `-D warnings` on every target, the
-//! tests and the doc tests. The feature sets are read from `cargo metadata`, so a feature added to the facade
+//! crate `adrules` (no default features, the defaults, each adapter on top of the defaults,
+//! every adapter together with the engine backends that run without a GPU, `CPU_BACKENDS`):
+//! clippy with `-D warnings` on every target, the tests and the doc tests. The feature sets are read from `cargo metadata`, so a feature added to the facade
 //! is tested without editing this file.
 
 use std::process::{Command, ExitCode};
@@ -14,9 +14,10 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test-all") => test_all(),
         Some("bench") => bench(&args[1..]),
+        Some("gpu-check") => gpu_check(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  test-all   fmt check, clippy -D warnings, tests and doc tests for every feature set\n  bench      run the benchmarks and print markdown tables"
+                "usage: cargo xtask <command>\n\n  test-all   fmt check, clippy -D warnings, tests and doc tests for every feature set\n  bench      run the benchmarks and print markdown tables\n  gpu-check  on a machine with an NVIDIA GPU: build candle and burn with CUDA, run their\n             conformance suites and ising2d on the GPU, print one table\n             (`gpu-check --cpu` rehearses the same steps on burn-wgpu and candle's CPU)"
             );
             return ExitCode::from(2);
         }
@@ -49,6 +50,12 @@ fn run(mut cmd: Command) -> Result<(), String> {
     }
 }
 
+/// The facade's engine-backend features that `test-all` builds and runs: they need no GPU
+/// (NdArray is a CPU backend; wgpu runs on a software Vulkan driver, lavapipe, which
+/// `.ci/run` installs). The GPU ones (`burn-cuda`, `candle-cuda`, Metal, ROCm) are
+/// `gpu-check`'s.
+const CPU_BACKENDS: &[&str] = &["burn-ndarray", "burn-wgpu"];
+
 /// Feature sets of the facade: each as the arguments to pass to cargo.
 fn feature_sets() -> Result<Vec<Vec<String>>, String> {
     let out = cargo()
@@ -80,14 +87,27 @@ fn feature_sets() -> Result<Vec<Vec<String>>, String> {
         .cloned()
         .collect();
     optional.sort();
+    // Adapters (`burn`, `candle`, `dfdx`) one by one; the engines' own backends (`burn-wgpu`,
+    // `candle-cuda`, …) only together, with every adapter, and only those that build and run
+    // on a machine without a GPU (see `CPU_BACKENDS`; `gpu-check` covers the rest).
+    let adapters: Vec<String> = optional
+        .iter()
+        .filter(|f| !f.contains('-'))
+        .cloned()
+        .collect();
     let mut sets = vec![vec!["--no-default-features".to_string()], vec![]];
-    for f in &optional {
+    for f in &adapters {
         sets.push(vec!["--features".into(), f.clone()]);
     }
-    // Every facade feature together; not `--all-features`, which would also turn on the
-    // adapters' pass-through features (candle's `cuda`, `metal`) that need GPU toolchains.
-    if optional.len() > 1 {
-        sets.push(vec!["--features".into(), optional.join(",")]);
+    let mut all = adapters.clone();
+    all.extend(
+        optional
+            .iter()
+            .filter(|f| CPU_BACKENDS.contains(&f.as_str()))
+            .cloned(),
+    );
+    if all.len() > 1 {
+        sets.push(vec!["--features".into(), all.join(",")]);
     }
     Ok(sets)
 }
@@ -117,6 +137,183 @@ fn test_all() -> Result<(), String> {
         start.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// One step of `gpu-check`: what it ran, how it ended, how long it took.
+struct Step {
+    name: String,
+    outcome: String,
+    seconds: f64,
+}
+
+/// Runs `cmd`, echoing its output, and returns the step with the outcome: `ok` (and the
+/// passed / failed / ignored test counts cargo printed), or `FAILED` with the exit status.
+fn step(name: &str, mut cmd: Command) -> Step {
+    let shown = format!("{cmd:?}").replace('"', "");
+    eprintln!("\n==> {shown}");
+    let start = Instant::now();
+    let out = cmd.output();
+    let seconds = start.elapsed().as_secs_f64();
+    let outcome = match out {
+        Err(e) => format!("FAILED to start: {e}"),
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr);
+            eprint!("{}", tail(&text, 60));
+            let (mut passed, mut failed, mut ignored, mut seen) = (0, 0, 0, false);
+            for line in text.lines().filter(|l| l.starts_with("test result:")) {
+                seen = true;
+                let count = |what: &str| {
+                    line.split(';')
+                        .find(|p| p.trim_end().ends_with(what))
+                        .and_then(|p| p.split_whitespace().rev().nth(1))
+                        .and_then(|n| n.parse::<usize>().ok())
+                        .unwrap_or(0)
+                };
+                passed += count("passed");
+                failed += count("failed");
+                ignored += count("ignored");
+            }
+            let tests = if seen {
+                format!(" ({passed} passed, {failed} failed, {ignored} ignored)")
+            } else {
+                String::new()
+            };
+            if out.status.success() {
+                format!("ok{tests}")
+            } else {
+                format!("FAILED: {}{tests}", out.status)
+            }
+        }
+    };
+    Step {
+        name: name.into(),
+        outcome,
+        seconds,
+    }
+}
+
+/// The last `n` lines of `text`.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let from = lines.len().saturating_sub(n);
+    lines[from..].join("\n") + "\n"
+}
+
+/// `cargo xtask gpu-check [--cpu]`: on a machine with an NVIDIA GPU, builds the facade with
+/// `candle-cuda,burn-cuda` (release), runs the GPU conformance suites (`tests/gpu.rs`: every
+/// rule group, the einsum oracle f32 and f64 cases among them) and `ising2d` on the GPU with
+/// candle and with burn, and prints one markdown table (step, outcome with test counts,
+/// seconds). `--cpu` runs the same steps where no GPU is needed (`candle,burn-wgpu`: the burn
+/// suites on wgpu, candle's on the CPU, ising2d on wgpu and on candle's CPU), to rehearse the
+/// script. Fails when a step fails.
+fn gpu_check(args: &[String]) -> Result<(), String> {
+    let cpu = match args {
+        [] => false,
+        [a] if a == "--cpu" => true,
+        other => {
+            return Err(format!(
+                "gpu-check: unexpected arguments {other:?} (only --cpu)"
+            ));
+        }
+    };
+    if !cpu {
+        let smi = Command::new("nvidia-smi")
+            .args([
+                "--query-gpu=name,memory.total,driver_version",
+                "--format=csv,noheader",
+            ])
+            .output();
+        match smi {
+            Ok(o) if o.status.success() => {
+                eprintln!("GPU: {}", String::from_utf8_lossy(&o.stdout).trim());
+            }
+            _ => {
+                return Err(
+                    "gpu-check: no NVIDIA GPU here (nvidia-smi does not answer); \
+                            `cargo xtask gpu-check --cpu` rehearses the steps without one"
+                        .into(),
+                );
+            }
+        }
+    }
+    let (features, device, tests): (&str, &str, &[&str]) = if cpu {
+        ("candle,burn-wgpu", "wgpu", &["burn", "candle"])
+    } else {
+        ("candle-cuda,burn-cuda", "cuda", &["gpu"])
+    };
+    let start = Instant::now();
+    let mut steps = Vec::new();
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--release",
+        "--features",
+        features,
+        "--example",
+        "ising2d",
+    ]);
+    for t in tests {
+        build.args(["--test", t]);
+    }
+    steps.push(step(
+        &format!("build --release --features {features}"),
+        build,
+    ));
+    if steps[0].outcome.starts_with("ok") {
+        for t in tests {
+            let mut test = cargo();
+            test.args(["test", "--release", "--features", features, "--test", t]);
+            steps.push(step(&format!("conformance: tests/{t}.rs"), test));
+        }
+        let scratch = std::env::temp_dir();
+        for (backend, device, precision) in [
+            ("candle", if cpu { "cpu" } else { device }, "f64"),
+            ("burn", device, if cpu { "f32" } else { "f64" }),
+        ] {
+            let mut run = cargo();
+            let csv = scratch.join(format!("gpu-check-{backend}.csv"));
+            let png = scratch.join(format!("gpu-check-{backend}.png"));
+            run.args([
+                "run",
+                "--release",
+                "--features",
+                features,
+                "--example",
+                "ising2d",
+                "--",
+            ])
+            .args([
+                "--backend",
+                backend,
+                "--device",
+                device,
+                "--precision",
+                precision,
+            ])
+            .args([
+                "--width", "8", "--points", "5", "--t-min", "2", "--t-max", "3",
+            ])
+            .arg("--csv")
+            .arg(&csv)
+            .arg("--png")
+            .arg(&png);
+            steps.push(step(
+                &format!("ising2d --backend {backend} --device {device} --precision {precision}"),
+                run,
+            ));
+        }
+    }
+    println!("\n| step | outcome | seconds |\n|---|---|---:|");
+    for s in &steps {
+        println!("| {} | {} | {:.1} |", s.name, s.outcome, s.seconds);
+    }
+    println!("| total | | {:.1} |", start.elapsed().as_secs_f64());
+    if steps.iter().all(|s| s.outcome.starts_with("ok")) {
+        Ok(())
+    } else {
+        Err("gpu-check: a step failed (see the table)".into())
+    }
 }
 
 /// One criterion result: ids, the median time per iteration and the declared throughput.

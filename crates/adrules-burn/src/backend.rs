@@ -1,6 +1,6 @@
 //! [`BurnBackend`]: the core [`Backend`] trait on burn's float primitives.
 
-use adrules_core::backend::check;
+use adrules_core::backend::{check, transfers};
 use adrules_core::{
     Backend, Conj, ContractSpec, DType, Dims, DynScalar, Error, HostData, HostTensor, Permutation,
     Result, TraceSpec,
@@ -76,6 +76,30 @@ fn diagonal(spec: &TraceSpec, dims: &[usize]) -> (Vec<usize>, Vec<usize>, Vec<us
 #[derive(Clone, Debug)]
 pub struct BurnBackend<B: Engine> {
     device: B::Device,
+}
+
+#[cfg(cube)]
+impl BurnBackend<burn_dispatch::backends::Cube> {
+    /// The backend of burn's cubecl runtimes on the device a user-facing [`Device`] names
+    /// (`Device::wgpu(DeviceKind::DefaultDevice)`, `Device::cuda(0)`, …; an autodiff device
+    /// is read as the device it wraps).
+    ///
+    /// # Errors
+    /// [`Error::DeviceMismatch`](adrules_core::Error::DeviceMismatch) (`"device"`) for a
+    /// device of another backend.
+    ///
+    /// [`Device`]: burn_tensor::Device
+    pub fn cube(device: &burn_tensor::Device) -> Result<Self> {
+        match device.as_dispatch().clone().inner() {
+            burn_dispatch::DispatchDevice::Cube(d) => Ok(BurnBackend::new(d)),
+            #[allow(unreachable_patterns)]
+            other => Err(adrules_core::Error::DeviceMismatch {
+                arg: "device".into(),
+                expected: "a cubecl device (wgpu, Vulkan, Metal, CUDA, ROCm)".into(),
+                actual: format!("{other:?}"),
+            }),
+        }
+    }
 }
 
 impl<B: Engine> BurnBackend<B> {
@@ -204,6 +228,7 @@ impl<B: Engine> BurnBackend<B> {
 
     /// The one value of a one-element primitive, in `dtype`.
     fn read_value(&self, t: FloatTensor<B>, dtype: DType) -> Result<DynScalar> {
+        transfers::record_scalar();
         let value = self.read(t)?.iter::<f64>().next();
         let value = value.ok_or_else(|| engine_error("an empty one-element tensor"))?;
         Ok(DynScalar::from_c64(value.into(), dtype))
@@ -241,6 +266,7 @@ impl<B: Engine> Backend for BurnBackend<B> {
     fn to_host(&self, t: &Self::Tensor) -> Result<HostTensor> {
         let dtype = self.check("tensor", t)?;
         let data = self.read(t.primitive.clone())?;
+        transfers::record_to_host(data.bytes().len());
         let host = if dtype.is_double() {
             HostData::F64(data.try_into_vec::<f64>().map_err(engine_error)?)
         } else {
@@ -251,6 +277,7 @@ impl<B: Engine> Backend for BurnBackend<B> {
 
     fn from_host(&self, h: HostTensor) -> Result<Self::Tensor> {
         let (dims, data) = h.into_parts();
+        transfers::record_from_host(data.len() * data.dtype().size_of());
         let data = match data {
             HostData::F32(v) => TensorData::new(v, physical(&dims)),
             HostData::F64(v) => TensorData::new(v, physical(&dims)),

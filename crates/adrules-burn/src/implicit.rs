@@ -4,26 +4,28 @@ use std::fmt;
 use std::sync::Arc;
 
 use adrules_core::implicit::{
-    ConditionsVjp, ImplicitFunction, ImplicitScalar, Point, SolverOptions, VjpMaps,
+    ConditionsVjp, ImplicitFunction, ImplicitScalar, Point, SolverOptions, VjpMaps, device,
 };
 use adrules_core::{Backend as _, DType, Error, HostTensor, Result};
-use burn_backend::{Backend, Element, TensorData, TensorMetadata};
-use burn_flex::Flex;
-use burn_tensor::{Device, Tensor};
+use burn_backend::{Backend, Element, TensorData};
+use burn_tensor::Tensor;
 
-use crate::convert::{check_dtype, engine_error, unsupported};
-use crate::flex;
+use crate::backend::BurnBackend;
+use crate::convert::{check_dtype, engine_error, physical};
 use crate::handle::BurnTensor;
 use crate::node::{At, Cotangents, Rule};
-use crate::tensor::{Operand, run};
+use crate::tensor::{Operand, from_tensor, run, to_tensor};
 
-/// The solver: `y` (flattened) from the inputs (flattened, on the plain Flex device).
+/// The solver: `y` (flattened) from the inputs (flattened, on their plain device).
 type Solver = dyn Fn(&[Tensor<1>]) -> Result<Tensor<1>> + Send + Sync;
-/// The conditions `c(x, y)` (flattened), evaluated on an autodiff Flex device.
+/// The conditions `c(x, y)` (flattened), evaluated on the autodiff variant of the inputs'
+/// device.
 type ConditionsFn = dyn Fn(&[Tensor<1>], &Tensor<1>) -> Tensor<1> + Send + Sync;
 
 /// A function `y(x)` computed by a solver and defined by conditions `c(x, y) = 0`, both
-/// closures on burn's user-facing tensors (Flex). As a burn op it is one autodiff node over
+/// closures on burn's user-facing tensors, on any routed backend (Flex, and with this crate's
+/// features NdArray and the cubecl devices: wgpu, Vulkan, Metal, CUDA, ROCm; see
+/// [`crate::apply`]). As a burn op it is one autodiff node over
 /// all inputs whose pullback is the core's implicit pullback ([`adrules_core::implicit`]):
 /// solve `Aᴴ·u = −ȳ`, then `x̄ = Bᴴ·u`, with `A = ∂c/∂y` and `B = ∂c/∂x` at the solution.
 /// The solver is never differentiated.
@@ -37,10 +39,18 @@ type ConditionsFn = dyn Fn(&[Tensor<1>], &Tensor<1>) -> Tensor<1> + Send + Sync;
 /// backward) from the dense Jacobians assembled from `m` unit VJPs, only when a dense solver
 /// needs `A`.
 ///
-/// The implicit *pullback* needs only `Aᴴ` and `Bᴴ`: with a matrix-free solver (GMRES, CG)
-/// each iteration is one backward pass of `c`, and no Jacobian is ever assembled. Under
-/// [`Method::Auto`] the core factorizes a dense `A` when `m ≤` [`AUTO_DENSE_LIMIT`] (200),
-/// assembled from `m` VJPs; for larger `m` it picks GMRES or CG.
+/// The implicit *pullback* needs only `Aᴴ` and `Bᴴ`. With a matrix-free solver (GMRES, CG)
+/// it runs on the inputs' device through [`adrules_core::implicit::device`]: every Krylov
+/// vector is a burn tensor on that device, each iteration is one backward pass of `c` there,
+/// and only scalars (inner products, norms) are read back to the host; no Jacobian is
+/// assembled. A dense solver ([`Method::Lu`], [`Method::Cholesky`], and [`Method::Auto`]
+/// when `m ≤` [`AUTO_DENSE_LIMIT`] (200)) runs on the host: `x`, `y` and `ȳ` are copied
+/// there once, `A` is assembled from `m` VJPs on the device (each unit vector copied to the
+/// device and its VJP back), factorized by faer, and `x̄` is copied back to the device. Small
+/// systems are cheaper that way than `m` device round trips of a Krylov solve.
+///
+/// [`Method::Lu`]: adrules_core::implicit::Method::Lu
+/// [`Method::Cholesky`]: adrules_core::implicit::Method::Cholesky
 ///
 /// # Layout
 /// The closures see every tensor flattened to rank 1, row-major (the flattening order of
@@ -70,10 +80,11 @@ impl Implicit {
     /// The function computed by `solver` and defined by `conditions`, with the core's default
     /// linear solver ([`SolverOptions::default`]).
     ///
-    /// `solver(x)` receives the inputs flattened, on the plain Flex device, and returns `y`
-    /// flattened. `conditions(x, y)` receives flattened tensors on an autodiff Flex device
-    /// and returns `c(x, y)` flattened (as many values as `y` has); it must be built from
-    /// burn's differentiable ops.
+    /// `solver(x)` receives the inputs flattened, on their device without autodiff, and
+    /// returns `y` flattened, on the same device. `conditions(x, y)` receives flattened
+    /// tensors on the autodiff variant of that device and returns `c(x, y)` flattened (as
+    /// many values as `y` has); it must be built from burn's differentiable ops, and tensors
+    /// it creates must be on the device of its arguments (`y.device()`).
     pub fn new(
         solver: impl Fn(&[Tensor<1>]) -> Result<Tensor<1>> + Send + Sync + 'static,
         conditions: impl Fn(&[Tensor<1>], &Tensor<1>) -> Tensor<1> + Send + Sync + 'static,
@@ -97,7 +108,8 @@ impl Implicit {
     /// # Errors
     /// Before anything is recorded: those of the routing (see [`crate::apply`]), a dtype
     /// other than the inputs' common f32/f64 or a non-rank-1 `y` from the solver
-    /// ([`Error::DTypeMismatch`], [`Error::RankMismatch`]), and whatever the solver reports.
+    /// ([`Error::DTypeMismatch`]), a `y` on another device ([`Error::DeviceMismatch`]), and
+    /// whatever the solver reports.
     /// In backward (see [`crate::try_backward`] and [`crate::take_backward_errors`]): the
     /// conditions returning a wrong number of values, and the linear solver's failures.
     pub fn apply<const N: usize>(&self, x: [Operand; N]) -> Result<Tensor<1>> {
@@ -116,14 +128,11 @@ fn same_dtype(arg: String, actual: DType, want: DType) -> Result<()> {
     if actual == want { Ok(()) } else { Err(e) }
 }
 
-/// A tensor of `B` as a flattened Flex tensor (`B` must be Flex).
-fn flat_flex<B: Backend>(t: &BurnTensor<B>) -> Result<Tensor<1>> {
-    let backend = B::name(&t.primitive().device());
-    let why = format!("implicit functions on {backend}: their closures take Flex tensors");
-    let flex = flex::as_flex(t).ok_or_else(|| unsupported(why))?;
-    let n = flex.layout().num_elements();
-    let flat = flex.reshape([n].into());
-    Ok(Tensor::<1>::from_primitive::<Flex>(flat))
+/// A tensor of `B` as a flattened plain user-facing tensor on its device (no copy).
+fn flat<B: Backend>(t: &BurnTensor<B>) -> Result<Tensor<1>> {
+    let n = t.dims().iter().product::<usize>();
+    let flat = B::float_reshape(t.primitive().clone(), [n].into());
+    to_tensor::<B, 1>(flat)
 }
 
 impl Rule for Implicit {
@@ -137,11 +146,19 @@ impl Rule for Implicit {
         for (i, t) in at.x.iter().enumerate() {
             same_dtype(format!("x[{i}]"), at.be.dtype(t), dtype)?;
         }
-        let y = (self.solver)(&at.x.iter().map(flat_flex).collect::<Result<Vec<_>>>()?)?;
+        let x = at.x.iter().map(flat).collect::<Result<Vec<_>>>()?;
+        let device = x[0].device();
+        let y = (self.solver)(&x)?.without_autodiff();
         let arg = "y (solver output)";
         same_dtype(arg.into(), check_dtype(arg, y.dtype())?, dtype)?;
-        let y = y.try_into_primitive::<Flex>();
-        let y = flex::into_primitive::<B>(y.map_err(|e| engine_error(format!("{e:?}")))?)?;
+        if y.device() != device {
+            return Err(Error::DeviceMismatch {
+                arg: arg.into(),
+                expected: format!("{device:?} (the device of the inputs)"),
+                actual: format!("{:?}", y.device()),
+            });
+        }
+        let y = from_tensor::<B, 1>(arg, y)?;
         Ok((BurnTensor::new(y.clone()), BurnTensor::new(y)))
     }
 
@@ -155,32 +172,49 @@ impl Rule for Implicit {
         y: &BurnTensor<B>,
         c_bar: &BurnTensor<B>,
     ) -> Cotangents<B> {
-        let host = |t: &BurnTensor<B>| at.be.to_host(t);
-        let x = at.x.iter().map(host).collect::<Result<Vec<_>>>()?;
-        let (y, y_bar) = (host(y)?, host(c_bar)?);
-        let x_bar = if y.dtype().is_double() {
-            self.vjp::<f64>(&x, y, &y_bar)?
-        } else {
-            self.vjp::<f32>(&x, y, &y_bar)?
+        let point = Conditions {
+            c: Arc::clone(&self.conditions),
+            x: at.x.iter().map(flat).collect::<Result<_>>()?,
+            y: flat(y)?,
         };
-        let back = |(g, &on): (HostTensor, &bool)| on.then(|| at.be.from_host(g)).transpose();
-        x_bar.into_iter().zip(at.active).map(back).collect()
+        let m = point.num_unknowns();
+        let x_bar = if device::runs_on_host(&self.options, m) {
+            let host = |t: &BurnTensor<B>| at.be.to_host(t);
+            let x = at.x.iter().map(host).collect::<Result<Vec<_>>>()?;
+            let (y, y_bar) = (host(y)?, host(c_bar)?);
+            let x_bar = if y.dtype().is_double() {
+                self.dense_vjp::<f64>(point, &x, y, &y_bar)?
+            } else {
+                self.dense_vjp::<f32>(point, &x, y, &y_bar)?
+            };
+            let back = |g| at.be.from_host(g);
+            x_bar.into_iter().map(back).collect::<Result<Vec<_>>>()?
+        } else {
+            let maps = DeviceMaps {
+                point,
+                x_dims: at.x.iter().map(|t| t.dims().to_vec()).collect(),
+                _backend: std::marker::PhantomData::<B>,
+            };
+            device::pullback(at.be, &maps, c_bar, &self.options)?.0
+        };
+        let keep = |(g, &on): (BurnTensor<B>, &bool)| on.then_some(g);
+        Ok(x_bar.into_iter().zip(at.active).map(keep).collect())
     }
 }
 
 impl Implicit {
-    /// `x̄ = Jᴴ·ȳ` at the solution `y` by the core's implicit pullback, the conditions
-    /// linearized at `(x, y)` as [`VjpMaps`] of [`BurnPoint`].
-    fn vjp<T: ImplicitScalar + Element>(
+    /// `x̄ = Jᴴ·ȳ` at the solution `y` by the core's host implicit pullback (a dense solver),
+    /// the conditions linearized at `(x, y)` as [`VjpMaps`] of VJPs on the device.
+    fn dense_vjp<T: ImplicitScalar + Element>(
         &self,
+        point: Conditions,
         x: &[HostTensor],
         y: HostTensor,
         y_bar: &HostTensor,
     ) -> Result<Vec<HostTensor>> {
-        let conditions = Arc::clone(&self.conditions);
-        let linearize = move |at: &Point<'_, (), ()>| -> Result<VjpMaps<T, BurnPoint<T>>> {
-            let point = BurnPoint::new(Arc::clone(&conditions), at.x, at.y)?;
-            Ok(VjpMaps::new(point))
+        let point = HostPoint::<T>::new(point)?;
+        let linearize = move |_: &Point<'_, (), ()>| -> Result<VjpMaps<T, HostPoint<T>>> {
+            Ok(VjpMaps::new(point.clone()))
         };
         let f = ImplicitFunction::<T, (), (), _, _>::from_conditions(linearize);
         let f = f.with_linear_solver(self.options.clone());
@@ -188,97 +222,160 @@ impl Implicit {
     }
 }
 
-/// burn-written conditions at one point `(x, y)`: their values and one VJP by burn's
-/// backward pass (see [`Implicit`]). `leaves` holds the inputs, then `y`.
-struct BurnPoint<T> {
+/// burn-written conditions at one point `(x, y)`, every tensor flattened and plain, on the
+/// inputs' device.
+#[derive(Clone)]
+struct Conditions {
     /// the conditions `c(x, y)`
     c: Arc<ConditionsFn>,
-    leaves: Vec<Vec<T>>,
-    /// `c(x, y)` at the point
-    values: Vec<T>,
+    x: Vec<Tensor<1>>,
+    y: Tensor<1>,
 }
 
-/// `v` as a rank-1 tensor on the autodiff Flex device.
-fn tensor<T: Element>(v: &[T]) -> Tensor<1> {
-    let data = TensorData::new(v.to_vec(), [v.len()]);
-    Tensor::<1>::from_data(data, (&Device::flex().autodiff(), T::dtype()))
-}
-
-impl<T: ImplicitScalar + Element> BurnPoint<T> {
-    fn new(c: Arc<ConditionsFn>, x: &[HostTensor], y: &HostTensor) -> Result<Self> {
-        let typed = |t: &HostTensor| t.as_slice::<T>().map(<[T]>::to_vec);
-        let leaves = x.iter().chain([y]).map(typed).collect::<Result<_>>()?;
-        let values = Vec::new();
-        let mut point = BurnPoint { c, leaves, values };
-        let c = point.evaluate(&point.leaves(|_| false))?;
-        point.values = c.into_data().try_into_vec::<T>().map_err(engine_error)?;
-        Ok(point)
+impl Conditions {
+    fn num_unknowns(&self) -> usize {
+        self.y.dims()[0]
     }
 
-    /// The leaves on the autodiff device, leaf `i` requiring gradients when `grad(i)`.
-    fn leaves(&self, grad: impl Fn(usize) -> bool) -> Vec<Tensor<1>> {
-        let leaf = |(i, v): (usize, &Vec<T>)| {
-            let t = tensor(v);
-            if grad(i) { t.require_grad() } else { t }
+    /// `c(x, y)` on the autodiff device, with gradients required of `y` when `grad_y` and of
+    /// every `x` when `grad_x`, checked to have one value per unknown.
+    fn evaluate(
+        &self,
+        grad_y: bool,
+        grad_x: bool,
+    ) -> Result<(Vec<Tensor<1>>, Tensor<1>, Tensor<1>)> {
+        let leaf = |t: &Tensor<1>, grad: bool| {
+            let t = t.clone().autodiff();
+            if grad { t.require_grad() } else { t }
         };
-        self.leaves.iter().enumerate().map(leaf).collect()
-    }
-
-    /// `c(x, y)` of the leaves `[x…, y]`, checked to have one value per unknown.
-    fn evaluate(&self, leaves: &[Tensor<1>]) -> Result<Tensor<1>> {
-        let (y, x) = leaves
-            .split_last()
-            .ok_or_else(|| engine_error("no leaves"))?;
-        let c = (self.c)(x, y);
+        let x: Vec<_> = self.x.iter().map(|t| leaf(t, grad_x)).collect();
+        let y = leaf(&self.y, grad_y);
+        let c = (self.c)(&x, &y);
         let m = self.num_unknowns();
         if c.dims() != [m] {
             return Err(Error::shape("conditions c(x, y)", &[m], &c.dims()));
         }
-        Ok(c)
+        Ok((x, y, c))
+    }
+
+    /// One burn backward pass of `⟨c(x, y), u⟩` for `u` on the device: `Aᵀ·u` (when
+    /// `grad_y`) and `B_kᵀ·u` for every input `k` (when `grad_x`), plain tensors on the
+    /// device; a leaf `c` does not depend on gets zeros.
+    fn vjp(
+        &self,
+        u: Tensor<1>,
+        grad_y: bool,
+        grad_x: bool,
+    ) -> Result<(Option<Tensor<1>>, Vec<Tensor<1>>)> {
+        let (x, y, c) = self.evaluate(grad_y, grad_x)?;
+        let loss = (c * u).sum();
+        let grads = loss.is_tracked().then(|| loss.backward());
+        let grad = |t: &Tensor<1>| {
+            let g = grads.as_ref().and_then(|g| t.grad(g));
+            g.unwrap_or_else(|| t.zeros_like().without_autodiff())
+        };
+        let y_bar = grad_y.then(|| grad(&y));
+        let x_bar = if grad_x {
+            x.iter().map(grad).collect()
+        } else {
+            Vec::new()
+        };
+        Ok((y_bar, x_bar))
     }
 }
 
-impl<T: ImplicitScalar + Element> ConditionsVjp<T> for BurnPoint<T> {
+/// The adjoint maps of [`Conditions`] on `B`'s tensors, for the device pullback.
+struct DeviceMaps<B> {
+    point: Conditions,
+    /// the logical shape of every input
+    x_dims: Vec<Vec<usize>>,
+    _backend: std::marker::PhantomData<B>,
+}
+
+impl<B: Backend> device::AdjointMaps<BurnBackend<B>> for DeviceMaps<B> {
     fn num_unknowns(&self) -> usize {
-        self.leaves.last().map_or(0, Vec::len)
+        self.point.num_unknowns()
+    }
+
+    fn apply_a_adjoint(&self, u: &BurnTensor<B>) -> Result<BurnTensor<B>> {
+        let u = flat(u)?;
+        let (a, _) = self.point.vjp(u, true, false)?;
+        let a = a.ok_or_else(|| engine_error("no gradient of y"))?;
+        Ok(BurnTensor::new(from_tensor::<B, 1>("Aᴴ·u", a)?))
+    }
+
+    fn apply_b_adjoint(&self, u: &BurnTensor<B>) -> Result<Vec<BurnTensor<B>>> {
+        let (_, x_bar) = self.point.vjp(flat(u)?, false, true)?;
+        let shaped = |(g, dims): (Tensor<1>, &Vec<usize>)| {
+            let g = from_tensor::<B, 1>("Bᴴ·u", g)?;
+            Ok(BurnTensor::logical(
+                B::float_reshape(g, physical(dims)),
+                dims,
+            ))
+        };
+        x_bar.into_iter().zip(&self.x_dims).map(shaped).collect()
+    }
+}
+
+/// [`Conditions`] seen from the host, for the dense solvers: the values of `c` and one VJP
+/// of a host vector (copied to the device and back).
+#[derive(Clone)]
+struct HostPoint<T> {
+    point: Conditions,
+    /// `c(x, y)` at the point
+    values: Vec<T>,
+    /// the number of input elements
+    n: usize,
+}
+
+impl<T: ImplicitScalar + Element> HostPoint<T> {
+    fn new(point: Conditions) -> Result<Self> {
+        let (_, _, c) = point.evaluate(false, false)?;
+        let values = c.into_data().try_into_vec::<T>().map_err(engine_error)?;
+        let n = point.x.iter().map(|t| t.dims()[0]).sum();
+        Ok(HostPoint { point, values, n })
+    }
+
+    /// `v` as a rank-1 tensor on the point's device.
+    fn tensor(&self, v: &[T]) -> Tensor<1> {
+        let data = TensorData::new(v.to_vec(), [v.len()]);
+        Tensor::<1>::from_data(data, (&self.point.y.device(), T::dtype()))
+    }
+}
+
+/// `t`'s values into `out`.
+fn read_into<T: Element>(t: Tensor<1>, out: &mut [T]) -> Result<()> {
+    let v = t.into_data().try_into_vec::<T>().map_err(engine_error)?;
+    out.iter_mut().zip(v).for_each(|(o, v)| *o = v);
+    Ok(())
+}
+
+impl<T: ImplicitScalar + Element> ConditionsVjp<T> for HostPoint<T> {
+    fn num_unknowns(&self) -> usize {
+        self.point.num_unknowns()
     }
 
     fn num_inputs(&self) -> usize {
-        self.leaves.iter().map(Vec::len).sum::<usize>() - self.num_unknowns()
+        self.n
     }
 
     fn values(&self) -> &[T] {
         &self.values
     }
 
-    /// One burn backward pass of `⟨c(x, y), u⟩`; a leaf `c` does not depend on gets zeros.
     fn vjp(&self, u: &[T], y_bar: Option<&mut [T]>, x_bar: Option<&mut [T]>) -> Result<()> {
-        let n = self.leaves.len() - 1;
-        let (grad_x, grad_y) = (x_bar.is_some(), y_bar.is_some());
-        let leaves = self.leaves(|i| if i == n { grad_y } else { grad_x });
-        let loss = (self.evaluate(&leaves)? * tensor(u)).sum();
-        let grads = loss.is_tracked().then(|| loss.backward());
-        // The gradients of `leaves` into `out`, one after the other (zeros where none).
-        let write = |leaves: &[Tensor<1>], out: &mut [T]| -> Result<()> {
-            out.fill(T::zero());
-            let mut at = 0;
-            for t in leaves {
-                let len = t.dims()[0];
-                if let Some(g) = grads.as_ref().and_then(|g| t.grad(g)) {
-                    let g = g.into_data().try_into_vec::<T>().map_err(engine_error)?;
-                    for (o, g) in out[at..at + len].iter_mut().zip(g) {
-                        *o = g;
-                    }
-                }
-                at += len;
-            }
-            Ok(())
-        };
-        if let Some(out) = y_bar {
-            write(&leaves[n..], out)?;
+        let (grad_y, grad_x) = (y_bar.is_some(), x_bar.is_some());
+        let (a, b) = self.point.vjp(self.tensor(u), grad_y, grad_x)?;
+        if let (Some(out), Some(a)) = (y_bar, a) {
+            read_into(a, out)?;
         }
         if let Some(out) = x_bar {
-            write(&leaves[..n], out)?;
+            let mut at = 0;
+            for g in b {
+                let len = g.dims()[0];
+                read_into(g, &mut out[at..at + len])?;
+                at += len;
+            }
         }
         Ok(())
     }

@@ -17,12 +17,18 @@
 //!   input as a parent, whose backward is the core's pullback (see [`forward_autodiff`] for
 //!   checkpointing and failures).
 //! - [`apply`], [`contract`], [`add`], [`trace`], [`network`], [`einsum`], [`ncon`]: the
-//!   same on burn's user-facing [`Tensor`](burn_tensor::Tensor), routed to Flex (with
-//!   autodiff when an input has it).
-//! - [`Implicit`]: implicit functions whose conditions are written with burn tensors; the
-//!   pullback solves with `Aᴴ` and applies `Bᴴ`, both from burn's own backward pass (the
-//!   core's [`VjpMaps`](adrules_core::implicit::VjpMaps): no Jacobian is assembled for a
-//!   matrix-free solve).
+//!   same on burn's user-facing [`Tensor`](burn_tensor::Tensor), routed to the backend the
+//!   tensors live on (with autodiff when an input has it): Flex, and with this crate's
+//!   features (`ndarray`, `wgpu`, `vulkan`, `webgpu`, `metal`, `cuda`, `rocm`, passed through
+//!   to burn) NdArray and burn's cubecl backend, on the tensors' device.
+//! - [`Implicit`]: implicit functions whose solver and conditions are written with burn
+//!   tensors on the inputs' device; the pullback solves with `Aᴴ` and applies `Bᴴ`, both from
+//!   burn's own backward pass: matrix-free (GMRES, CG) on the device through the core's
+//!   [`implicit::device`](adrules_core::implicit::device), no Jacobian assembled and no
+//!   vector copied to the host; dense (LU, Cholesky, small systems) on the host through the
+//!   core's [`VjpMaps`](adrules_core::implicit::VjpMaps).
+//! - `BurnBackend::cube` (with a cubecl feature): the core backend on a cubecl device (wgpu,
+//!   CUDA, …), for the core's API ([`forward`], the conformance suite, `ising2d --device`).
 //! - [`try_backward`] and [`take_backward_errors`]: what went wrong inside burn's infallible
 //!   backward pass, as typed errors, on the thread that built the graph.
 //!
@@ -57,7 +63,8 @@
 //! differentiable (no double backward).
 //!
 //! ## Dependencies
-//! `burn-tensor` (features `std`, `flex`, `autodiff`, `extension`: the user-facing tensor,
+//! `burn-tensor` (features `std`, `flex`, `autodiff`, `extension`, and the backend features
+//! above when enabled: the user-facing tensor,
 //! Flex and autodiff in the dispatch enum, and `try_into_primitive` / `from_primitive`),
 //! `burn-dispatch` (the dispatch tensor the routing inspects), `burn-backend` (the backend
 //! traits), `burn-autodiff` (`Backward`, checkpointing) and `burn-flex` (the fast path). Not

@@ -1,4 +1,7 @@
-//! The ops on burn's user-facing tensors ([`burn_tensor::Tensor`]), routed to Flex.
+//! The ops on burn's user-facing tensors ([`burn_tensor::Tensor`]), routed to the backend
+//! they live on.
+
+use std::any::Any;
 
 use adrules_core::network::{Network, NetworkPlan, Order, PlanCache};
 use adrules_core::rules::{AddOp, ContractOp, TraceOp};
@@ -50,17 +53,21 @@ impl Operand {
 ///
 /// # Routing
 /// burn 0.22 picks the backend of a [`Tensor`] at run time from its device (burn-dispatch);
-/// the inputs are routed to one concrete backend and the op runs as [`forward`] or
-/// [`forward_autodiff`] on its primitives:
-/// - with an input on an autodiff device (`Device::flex().autodiff()`, optionally
-///   `.gradient_checkpointing()`), as `Autodiff<Flex, C>` with `C = NoCheckpointing` or
+/// the inputs are routed to the one concrete backend `B` they live on and the op runs as
+/// [`forward`] or [`forward_autodiff`] on its primitives:
+/// - with an input on an autodiff device (`device.autodiff()`, optionally
+///   `.gradient_checkpointing()`), as `Autodiff<B, C>` with `C = NoCheckpointing` or
 ///   `BalancedCheckpointing` as the device says: one node of its graph; inputs on the plain
 ///   device are constants of that node (burn's own rule for mixed contexts);
-/// - otherwise on `Flex` directly.
+/// - otherwise on `B` directly.
 ///
-/// Routed backend: Flex (burn's default CPU backend). A tensor of another backend compiled
-/// into the dispatch enum gets [`Error::Unsupported`]; on those backends call [`forward`] /
-/// [`forward_autodiff`] on the primitives, which are generic over every burn backend.
+/// Routed backends: Flex (burn's default CPU backend, through the strided kernels on its own
+/// buffers), and with this crate's features NdArray (`ndarray`) and burn's cubecl backend
+/// `Cube` (`wgpu`, `vulkan`, `webgpu`, `metal`, `cuda`, `rocm`: one backend type whose device
+/// names the runtime), both through burn's own ops on the tensor's device (nothing is copied
+/// to the host). A tensor of a backend compiled into burn-dispatch without the matching
+/// feature here (LibTorch, Remote, or a cubecl runtime enabled elsewhere in the build) gets
+/// [`Error::Unsupported`] naming the feature to enable.
 ///
 /// # Scalars
 /// As burn's own `einsum`: an op whose output has rank 0 (a full trace or contraction)
@@ -74,8 +81,8 @@ impl Operand {
 /// Checked before anything is recorded: [`Error::RankMismatch`] (`"output"`) when `D` is not
 /// the op's output rank (1 for a scalar output); [`Error::CountMismatch`] for a wrong number of inputs;
 /// [`Error::InvalidArgument`] (`"beta"`) for a nonzero β without C; [`Error::Unsupported`] for
-/// a dtype other than f32/f64 or a backend other than Flex; [`Error::DeviceMismatch`] when the
-/// inputs live on different backends; [`Error::InvalidArgument`] (`"inputs"`) when autodiff
+/// a dtype other than f32/f64 or a backend that is not routed; [`Error::DeviceMismatch`]
+/// (`"input i"`) when the inputs live on different backends or devices; [`Error::InvalidArgument`] (`"inputs"`) when autodiff
 /// inputs use different checkpointing strategies; rank, shape and index errors of the op.
 pub fn apply<const N: usize, const D: usize>(op: &Op, inputs: [Operand; N]) -> Result<Tensor<D>> {
     let rank = op.output_rank().max(1);
@@ -88,34 +95,124 @@ pub fn apply<const N: usize, const D: usize>(op: &Op, inputs: [Operand; N]) -> R
     }
 }
 
-/// Routes `inputs` to Flex (with autodiff when any input has it) and runs `rule` on them.
+/// burn's NdArray backend (deprecated upstream in favour of Flex; routed all the same).
+#[cfg(feature = "ndarray")]
+#[allow(deprecated)]
+type NdArray = burn_dispatch::backends::NdArray;
+
+/// Routes `inputs` to the backend they live on (with autodiff when any input has it) and runs
+/// `rule` there.
 pub(crate) fn run<R: Rule, const N: usize, const D: usize>(
     rule: R,
     inputs: [Operand; N],
 ) -> Result<Tensor<D>> {
     let context = context(&inputs)?;
+    let backend = backend_of(&inputs)?;
     for (i, t) in inputs.iter().enumerate() {
-        if !is_flex(&t.0.kind) {
-            let why = format!(
-                "input {i} on {:?}: the Tensor API routes Flex only",
-                t.0.device()
-            );
-            return Err(unsupported(why));
-        }
         check_dtype(&format!("input {i}"), t.0.dtype())?;
     }
     let x = inputs.map(|t| t.0);
+    match backend {
+        Routed::Flex => run_on::<Flex, R, N, D>(rule, x, context),
+        #[cfg(feature = "ndarray")]
+        Routed::NdArray => run_on::<NdArray, R, N, D>(rule, x, context),
+        #[cfg(cube)]
+        Routed::Cube => run_on::<burn_dispatch::backends::Cube, R, N, D>(rule, x, context),
+    }
+}
+
+/// The burn backends the Tensor API routes to: Flex always, the others when their adrules
+/// feature is on (`ndarray`; `wgpu`, `vulkan`, `webgpu`, `metal`, `cuda`, `rocm`, which all
+/// are burn's one cubecl backend `Cube`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Routed {
+    Flex,
+    #[cfg(feature = "ndarray")]
+    NdArray,
+    #[cfg(cube)]
+    Cube,
+}
+
+/// The backend of a dispatch tensor kind (autodiff looked through), or why it has none.
+pub(crate) fn routed(kind: &DispatchTensorKind) -> Result<Routed> {
+    #[allow(unreachable_patterns)]
+    match kind {
+        DispatchTensorKind::Autodiff(inner) => routed(inner),
+        DispatchTensorKind::Flex(_) => Ok(Routed::Flex),
+        #[cfg(feature = "ndarray")]
+        DispatchTensorKind::NdArray(_) => Ok(Routed::NdArray),
+        #[cfg(cube)]
+        DispatchTensorKind::Cube(_) => Ok(Routed::Cube),
+        _ => Err(unsupported(format!(
+            "a tensor of a burn backend this build does not route (it routes {}; enable \
+             adrules' feature for the backend: burn-ndarray, burn-wgpu, burn-vulkan, \
+             burn-metal, burn-cuda, burn-rocm)",
+            routed_names(),
+        ))),
+    }
+}
+
+/// The backends routed to, for error messages.
+fn routed_names() -> String {
+    let mut names = vec!["Flex"];
+    if cfg!(feature = "ndarray") {
+        names.push("NdArray");
+    }
+    if cfg!(cube) {
+        names.push("Cube (wgpu, CUDA, …)");
+    }
+    names.join(", ")
+}
+
+/// The one backend and device all `inputs` live on.
+///
+/// # Errors
+/// [`Error::DeviceMismatch`] naming the first input on another backend or device than input
+/// 0; [`Error::Unsupported`] for a backend that is not routed (see [`routed`]);
+/// [`Error::CountMismatch`] for no inputs.
+fn backend_of(inputs: &[Operand]) -> Result<Routed> {
+    let first = inputs.first().ok_or_else(|| Error::CountMismatch {
+        arg: "inputs".into(),
+        expected: 1,
+        actual: 0,
+    })?;
+    let (backend, device) = (routed(&first.0.kind)?, first.0.device().inner());
+    for (i, t) in inputs.iter().enumerate().skip(1) {
+        let this = t.0.device().inner();
+        if routed(&t.0.kind)? != backend || this != device {
+            return Err(Error::DeviceMismatch {
+                arg: format!("input {i}"),
+                expected: format!("{device:?} (the device of input 0)"),
+                actual: format!("{this:?}"),
+            });
+        }
+    }
+    Ok(backend)
+}
+
+/// Runs `rule` on the primitives of `B` (with autodiff `Autodiff<B, C>` when the context
+/// says so).
+fn run_on<B: Backend, R: Rule, const N: usize, const D: usize>(
+    rule: R,
+    x: [DispatchTensor; N],
+    context: DispatchAutodiffContext,
+) -> Result<Tensor<D>>
+where
+    DispatchTensor: DispatchKindConversion<B>
+        + DispatchKindConversion<Autodiff<B, NoCheckpointing>>
+        + DispatchKindConversion<Autodiff<B, BalancedCheckpointing>>,
+{
     match context {
         DispatchAutodiffContext::Disabled => {
-            let p = x.into_iter().map(float::<Flex>).collect::<Result<_>>()?;
-            let out = primal_only::<Flex, R>(&rule, p).1?.into_primitive();
-            Ok(Tensor::from_primitive::<Flex>(out))
+            let p = x.into_iter().map(float::<B>).collect::<Result<_>>()?;
+            let out = primal_only::<B, R>(&rule, p).1?.into_primitive();
+            Ok(Tensor::from_primitive::<B>(out))
         }
         DispatchAutodiffContext::Enabled(GradientCheckpointingStrategy::Disabled) => {
-            on_autodiff::<NoCheckpointing, R, N, D>(rule, x)
+            on_autodiff::<B, NoCheckpointing, R, N, D>(rule, x)
         }
         DispatchAutodiffContext::Enabled(GradientCheckpointingStrategy::Balanced) => {
-            on_autodiff::<BalancedCheckpointing, R, N, D>(rule, x)
+            on_autodiff::<B, BalancedCheckpointing, R, N, D>(rule, x)
         }
     }
 }
@@ -205,11 +302,6 @@ pub fn trace<const D: usize>(op: &TraceOp, a: impl Into<Operand>) -> Result<Tens
     apply(&op.clone().into(), [a.into()])
 }
 
-fn is_flex(kind: &DispatchTensorKind) -> bool {
-    let autodiff = matches!(kind, DispatchTensorKind::Autodiff(inner) if is_flex(inner));
-    autodiff || matches!(kind, DispatchTensorKind::Flex(_))
-}
-
 /// The merged autodiff context of the inputs (plain inputs are constants of an autodiff op).
 fn context(inputs: &[Operand]) -> Result<DispatchAutodiffContext> {
     let mut ctx = DispatchAutodiffContext::Disabled;
@@ -245,19 +337,84 @@ where
     }
 }
 
-fn on_autodiff<C: CheckpointStrategy, R: Rule, const N: usize, const D: usize>(
+fn on_autodiff<B: Backend, C: CheckpointStrategy, R: Rule, const N: usize, const D: usize>(
     rule: R,
     x: [DispatchTensor; N],
 ) -> Result<Tensor<D>>
 where
-    DispatchTensor: DispatchKindConversion<Autodiff<Flex, C>>,
+    DispatchTensor: DispatchKindConversion<B> + DispatchKindConversion<Autodiff<B, C>>,
 {
     let p = x.into_iter().map(|t| match t.autodiff {
-        DispatchAutodiffContext::Disabled => float::<Flex>(t).map(Autodiff::<Flex, C>::from_inner),
-        DispatchAutodiffContext::Enabled(_) => float::<Autodiff<Flex, C>>(t),
+        DispatchAutodiffContext::Disabled => float::<B>(t).map(Autodiff::<B, C>::from_inner),
+        DispatchAutodiffContext::Enabled(_) => float::<Autodiff<B, C>>(t),
     });
     let p = p.collect::<Result<Vec<_>>>()?.try_into();
     let p = p.map_err(|_| engine_error("an input was lost in routing"))?;
-    let out = record::<Flex, C, R, N>(rule, p)?;
-    Ok(Tensor::from_primitive::<Autodiff<Flex, C>>(out))
+    let out = record::<B, C, R, N>(rule, p)?;
+    Ok(Tensor::from_primitive::<Autodiff<B, C>>(out))
+}
+
+/// A float primitive of a routed backend `B` as a plain (autodiff-free) user-facing tensor
+/// on its device: a new handle on the same buffer, nothing is copied. (Rules know their
+/// backend only generically; the routed backends are tried by type.)
+///
+/// # Errors
+/// [`Error::Unsupported`] when `B` is not a routed backend (a rule that needs burn's tensor
+/// API, an implicit function, called through [`forward`](crate::forward) on another backend).
+pub(crate) fn to_tensor<B: Backend, const D: usize>(p: FloatTensor<B>) -> Result<Tensor<D>> {
+    let backend = B::name(&p.device());
+    let p: Box<dyn Any> = Box::new(p);
+    let p = match p.downcast::<FloatTensor<Flex>>() {
+        Ok(t) => return Ok(Tensor::from_primitive::<Flex>(*t)),
+        Err(p) => p,
+    };
+    #[cfg(feature = "ndarray")]
+    let p = match p.downcast::<FloatTensor<NdArray>>() {
+        Ok(t) => return Ok(Tensor::from_primitive::<NdArray>(*t)),
+        Err(p) => p,
+    };
+    #[cfg(cube)]
+    let p = match p.downcast::<FloatTensor<burn_dispatch::backends::Cube>>() {
+        Ok(t) => return Ok(Tensor::from_primitive::<burn_dispatch::backends::Cube>(*t)),
+        Err(p) => p,
+    };
+    drop(p);
+    let why = format!(
+        "burn's tensor API on {backend}: this build routes {}",
+        routed_names()
+    );
+    Err(unsupported(why))
+}
+
+/// The float primitive of `B` inside a plain user-facing tensor (the inverse of
+/// [`to_tensor`]); an autodiff tensor is taken without its graph.
+///
+/// # Errors
+/// [`Error::DeviceMismatch`] (`arg`) when the tensor lives on another backend than `B`;
+/// [`Error::Unsupported`] for a backend that is not routed.
+pub(crate) fn from_tensor<B: Backend, const D: usize>(
+    arg: &str,
+    t: Tensor<D>,
+) -> Result<FloatTensor<B>> {
+    let t = t.without_autodiff().into_dispatch();
+    let got = format!("{:?}", t.device());
+    let mismatch = || {
+        let expected = format!("a tensor of the {} backend", std::any::type_name::<B>());
+        let (arg, actual) = (arg.to_string(), got.clone());
+        Error::DeviceMismatch {
+            arg,
+            expected,
+            actual,
+        }
+    };
+    let p: Box<dyn Any> = match routed(&t.kind)? {
+        Routed::Flex => Box::new(float::<Flex>(t)?),
+        #[cfg(feature = "ndarray")]
+        Routed::NdArray => Box::new(float::<NdArray>(t)?),
+        #[cfg(cube)]
+        Routed::Cube => Box::new(float::<burn_dispatch::backends::Cube>(t)?),
+    };
+    p.downcast::<FloatTensor<B>>()
+        .map(|b| *b)
+        .map_err(|_| mismatch())
 }

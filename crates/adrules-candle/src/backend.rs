@@ -1,7 +1,7 @@
 //! [`CandleBackend`]: the core [`Backend`] trait on candle tensors, so that every shared rule
 //! (pullbacks, pushforwards, networks, implicit functions) runs on any candle device.
 
-use adrules_core::backend::check;
+use adrules_core::backend::{check, transfers};
 use adrules_core::rules::{AddOp, ContractOp, Primitive, TraceOp};
 use adrules_core::{
     Backend, Conj, ContractSpec, DType, Dims, DynScalar, HostData, HostTensor, Permutation, Result,
@@ -151,6 +151,7 @@ impl Backend for CandleBackend {
 
     fn to_host(&self, t: &Tensor) -> Result<HostTensor> {
         let dtype = tensor_dtype(t, "tensor")?;
+        transfers::record_to_host(t.elem_count() * dtype.size_of());
         let flat = t.reshape(t.elem_count()).map_err(from_candle)?;
         let data = match dtype {
             DType::F32 => HostData::F32(flat.to_vec1().map_err(from_candle)?),
@@ -161,6 +162,7 @@ impl Backend for CandleBackend {
 
     fn from_host(&self, h: HostTensor) -> Result<Tensor> {
         let dtype = h.dtype();
+        transfers::record_from_host(h.len() * dtype.size_of());
         let (dims, data) = h.into_parts();
         let dims = dims.to_vec();
         match data {
@@ -303,6 +305,7 @@ impl Backend for CandleBackend {
 
     fn scalar(&self, t: &Tensor) -> Result<DynScalar> {
         tensor_dtype(t, "tensor")?;
+        transfers::record_scalar();
         match check::scalar(self, t)? {
             DType::F32 => Ok(DynScalar::F32(t.to_scalar().map_err(from_candle)?)),
             _ => Ok(DynScalar::F64(t.to_scalar().map_err(from_candle)?)),

@@ -15,11 +15,14 @@
 //! no second-order autograd (which candle only gives through the process-wide
 //! `CANDLE_GRAD_DO_NOT_DETACH` switch).
 
+use std::sync::Arc;
+
 use adrules_core::implicit::{
     Conditions, ConditionsVjp, ImplicitFunction, ImplicitScalar, LinearMaps, Linearization, Point,
-    Structure, VjpMaps,
+    SolverOptions, Structure, VjpMaps, device,
 };
 use adrules_core::{Backend, Error, HostTensor, Result};
+use candle_core::backend::BackendDevice;
 use candle_core::backprop::GradStore;
 use candle_core::{
     CpuStorage, CudaStorage, CustomOp1, Device, Layout, MetalStorage, Shape, Tensor, Var, WithDType,
@@ -286,4 +289,306 @@ where
         .apply_op1(ImplicitNode { lin })
         .map_err(from_candle)?;
     Ok((out, z))
+}
+
+/// The solver of an [`Implicit`]: `y` from the inputs, candle tensors on their device.
+type DeviceSolver = dyn Fn(&[Tensor]) -> candle_core::Result<Tensor> + Send + Sync;
+/// The conditions of an [`Implicit`]: `c(x, y)` from candle tensors on the inputs' device.
+type DeviceConditions = dyn Fn(&[Tensor], &Tensor) -> candle_core::Result<Tensor> + Send + Sync;
+
+/// A function `y(x)` computed by a solver and defined by conditions `c(x, y) = 0`, both
+/// closures on candle tensors **on the inputs' device** (CPU, CUDA, Metal): nothing is copied
+/// to the host in the forward pass, and a matrix-free pullback stays on the device.
+///
+/// [`implicit`] takes the core's [`ImplicitFunction`], whose solver works on host tensors;
+/// this type is for solvers written in candle (a fixed-point iteration on the GPU, say).
+///
+/// # Math and where it runs
+/// The pullback of `ȳ` solves `Aᴴ·u = −ȳ` and returns `x̄ = Bᴴ·u` (`A = ∂c/∂y`,
+/// `B = ∂c/∂x` at the solution; real data, so `ᴴ = ᵀ`), with `Aᴴ·u` and `Bᴴ·u` from one
+/// candle backward pass of `⟨c(x, y), u⟩` through the conditions' graph, built once at the
+/// solution. With a matrix-free solver (GMRES, CG: [`Method::Auto`] for `m >`
+/// [`AUTO_DENSE_LIMIT`], or asked for) the solve runs on the device through
+/// [`adrules_core::implicit::device`]: its vectors are candle tensors, one backward pass per
+/// iteration, only scalars (inner products, norms) read back. With a dense solver
+/// ([`Method::Lu`], [`Method::Cholesky`], `Auto` for `m ≤ 200`) it runs on the host: `x`,
+/// `y`, `ȳ` are copied there once, `A` is assembled from `m` VJPs (each unit vector copied to
+/// the device, its VJP back), factorized by faer, and `x̄` is copied back.
+///
+/// # Layout
+/// `solver(x)` receives the inputs as given (detached from the graph) and returns `y` of any
+/// shape; `conditions(x, y)` receives the inputs and `y` (as variables of a fresh graph) and
+/// returns `c` with as many elements as `y`. All inputs and `y` share one dtype, f32 or f64,
+/// and one device. The output is `y`, differentiable with respect to every input.
+///
+/// The op is `y.detach() + N(x)`, where the custom op `N` returns zeros in its forward pass
+/// (allocated on the device, no copy of `y`) and the implicit pullback in its backward
+/// pass.
+///
+/// [`Method::Auto`]: adrules_core::implicit::Method::Auto
+/// [`Method::Lu`]: adrules_core::implicit::Method::Lu
+/// [`Method::Cholesky`]: adrules_core::implicit::Method::Cholesky
+/// [`AUTO_DENSE_LIMIT`]: adrules_core::implicit::AUTO_DENSE_LIMIT
+#[derive(Clone)]
+pub struct Implicit {
+    solver: Arc<DeviceSolver>,
+    conditions: Arc<DeviceConditions>,
+    options: SolverOptions,
+    structure: Structure,
+}
+
+impl std::fmt::Debug for Implicit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Implicit")
+            .field("options", &self.options)
+            .field("structure", &self.structure)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Implicit {
+    /// The function computed by `solver` and defined by `conditions` (see the type's docs),
+    /// with the core's default linear solver ([`SolverOptions::default`]).
+    pub fn new(
+        solver: impl Fn(&[Tensor]) -> candle_core::Result<Tensor> + Send + Sync + 'static,
+        conditions: impl Fn(&[Tensor], &Tensor) -> candle_core::Result<Tensor> + Send + Sync + 'static,
+    ) -> Self {
+        Implicit {
+            solver: Arc::new(solver),
+            conditions: Arc::new(conditions),
+            options: SolverOptions::default(),
+            structure: Structure::General,
+        }
+    }
+
+    /// Uses these options for the linear solves of the pullback.
+    pub fn with_linear_solver(mut self, options: SolverOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Declares the structure of `A = ∂c/∂y` (see [`Structure`]; CG needs a definite tag).
+    pub fn with_structure(mut self, structure: Structure) -> Self {
+        self.structure = structure;
+        self
+    }
+
+    /// `y(x)`, recorded in candle's graph with the implicit pullback.
+    ///
+    /// # Errors
+    /// A typed [`Error`] in candle's error (see [`adrules_error`](crate::adrules_error)):
+    /// [`Error::InvalidArgument`] (`"x"`) for no input; [`Error::DeviceMismatch`] for inputs on
+    /// different devices or a `y` on another device; [`Error::DTypeMismatch`] for inputs or
+    /// `y` of different dtypes, [`Error::Unsupported`] for a dtype other than f32/f64; the
+    /// solver's errors. In backward (candle returns them from `backward()`): the conditions'
+    /// errors (wrong number of values, dtype) and the linear solver's.
+    pub fn apply(&self, x: &[&Tensor]) -> candle_core::Result<Tensor> {
+        self.record(x).map_err(to_candle)
+    }
+
+    fn record(&self, x: &[&Tensor]) -> Result<Tensor> {
+        let first = x
+            .first()
+            .ok_or_else(|| Error::invalid("x", "an implicit function needs at least one input"))?;
+        let (device, dtype) = (first.device().clone(), first.dtype());
+        crate::convert::adrules_dtype(dtype, "x[0]")?;
+        for (i, t) in x.iter().enumerate() {
+            check_device(t, &device, &format!("x[{i}]"))?;
+            same_dtype(t.dtype(), dtype, &format!("x[{i}]"))?;
+        }
+        let detached: Vec<Tensor> = x.iter().map(|t| t.detach()).collect();
+        let y = (self.solver)(&detached).map_err(from_candle)?.detach();
+        check_device(&y, &device, "y (solver output)")?;
+        same_dtype(y.dtype(), dtype, "y (solver output)")?;
+        let flat: Vec<Tensor> = x
+            .iter()
+            .map(|t| t.flatten_all())
+            .collect::<candle_core::Result<_>>()
+            .map_err(from_candle)?;
+        let packed = Tensor::cat(&flat, 0).map_err(from_candle)?;
+        let node = DeviceNode {
+            f: self.clone(),
+            x: detached,
+            y: y.clone(),
+        };
+        let zeros = packed.apply_op1(node).map_err(from_candle)?;
+        (&y + &zeros).map_err(from_candle)
+    }
+}
+
+/// Checks that argument `arg` has the dtype `want` of the first input.
+fn same_dtype(actual: candle_core::DType, want: candle_core::DType, arg: &str) -> Result<()> {
+    if actual == want {
+        return Ok(());
+    }
+    Err(Error::DTypeMismatch {
+        arg: arg.into(),
+        expected: format!("{want:?}, the dtype of x[0]"),
+        actual: crate::convert::adrules_dtype(actual, arg)?,
+    })
+}
+
+/// The custom op of an [`Implicit`]: zeros of `y`'s shape forward, the implicit pullback
+/// backward.
+struct DeviceNode {
+    f: Implicit,
+    x: Vec<Tensor>,
+    y: Tensor,
+}
+
+impl DeviceNode {
+    fn fwd<S: Storage>(&self, s: &S) -> candle_core::Result<(S, Shape)> {
+        let shape = self.y.shape().clone();
+        let zeros = s.device().zeros_impl(&shape, s.dtype())?;
+        Ok((zeros, shape))
+    }
+
+    /// The conditions' graph at `(x, y)`, as the VJP source of the pullback.
+    fn graph<T: CandleScalar>(&self) -> Result<CandleVjp<T>> {
+        let var = |t: &Tensor| Var::from_tensor(t).map_err(from_candle);
+        let x: Vec<Var> = self.x.iter().map(var).collect::<Result<_>>()?;
+        let y = var(&self.y)?;
+        let xt: Vec<Tensor> = x.iter().map(|v| v.as_tensor().clone()).collect();
+        let c = (self.f.conditions)(&xt, y.as_tensor()).map_err(from_candle)?;
+        let m = self.y.elem_count();
+        if c.elem_count() != m {
+            return Err(Error::shape(
+                "conditions c(x, y) (elements)",
+                &[m],
+                &[c.elem_count()],
+            ));
+        }
+        same_dtype(c.dtype(), self.y.dtype(), "conditions c(x, y)")?;
+        let c = c.flatten_all().map_err(from_candle)?;
+        let n = self.x.iter().map(Tensor::elem_count).sum();
+        Ok(CandleVjp {
+            c,
+            x,
+            y,
+            m,
+            n,
+            values: Vec::new(),
+        })
+    }
+
+    /// `x̄` (packed like the op's input) for `ȳ`.
+    fn pullback<T: CandleScalar>(&self, y_bar: &Tensor) -> Result<Tensor> {
+        let mut vjp = self.graph::<T>()?;
+        let be = CandleBackend::new(self.y.device().clone());
+        let m = vjp.m;
+        let y_bar = y_bar.flatten_all().map_err(from_candle)?;
+        let x_bar: Vec<Tensor> = if device::runs_on_host(&self.f.options, m) {
+            vjp.values = vjp.c.to_vec1::<T>().map_err(from_candle)?;
+            let host = |t: &Tensor| be.to_host(t);
+            let x: Vec<HostTensor> = self.x.iter().map(host).collect::<Result<_>>()?;
+            let (y, y_bar) = (
+                host(&self.y.flatten_all().map_err(from_candle)?)?,
+                host(&y_bar)?,
+            );
+            let structure = self.f.structure;
+            let maps = std::sync::Mutex::new(Some(vjp));
+            let linearize = move |_: &Point<'_, (), ()>| -> Result<VjpMaps<T, CandleVjp<T>>> {
+                let vjp = maps.lock().ok().and_then(|mut m| m.take());
+                let vjp = vjp.ok_or_else(|| Error::invalid("conditions", "linearized twice"))?;
+                Ok(VjpMaps::new(vjp).with_structure(structure))
+            };
+            let f = ImplicitFunction::<T, (), (), _, _>::from_conditions(linearize)
+                .with_linear_solver(self.f.options.clone());
+            let x_bar = f.linearize_at(&x, y, &(), &())?.vjp(&y_bar)?;
+            x_bar
+                .into_iter()
+                .map(|g| be.from_host(g))
+                .collect::<Result<_>>()?
+        } else {
+            let maps = DeviceMaps {
+                vjp,
+                structure: self.f.structure,
+            };
+            device::pullback(&be, &maps, &y_bar, &self.f.options)?.0
+        };
+        let flat: Vec<Tensor> = x_bar
+            .iter()
+            .map(|t| t.flatten_all())
+            .collect::<candle_core::Result<_>>()
+            .map_err(from_candle)?;
+        Tensor::cat(&flat, 0).map_err(from_candle)
+    }
+}
+
+impl CustomOp1 for DeviceNode {
+    fn name(&self) -> &'static str {
+        "adrules-implicit-device"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        self.fwd(s)
+    }
+    fn cuda_fwd(&self, s: &CudaStorage, _: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        self.fwd(s)
+    }
+    fn metal_fwd(
+        &self,
+        s: &MetalStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(MetalStorage, Shape)> {
+        self.fwd(s)
+    }
+
+    fn bwd(
+        &self,
+        _x: &Tensor,
+        _res: &Tensor,
+        y_bar: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
+        let x_bar = match self.y.dtype() {
+            candle_core::DType::F64 => self.pullback::<f64>(y_bar),
+            _ => self.pullback::<f32>(y_bar),
+        };
+        x_bar.map(Some).map_err(to_candle)
+    }
+}
+
+/// The adjoint maps of the conditions' graph on candle tensors (the device pullback).
+struct DeviceMaps<T: CandleScalar> {
+    vjp: CandleVjp<T>,
+    structure: Structure,
+}
+
+impl<T: CandleScalar> DeviceMaps<T> {
+    /// The gradients of `⟨c, u⟩`.
+    fn backward(&self, u: &Tensor) -> Result<GradStore> {
+        let u = u.flatten_all().map_err(from_candle)?;
+        (&self.vjp.c * &u)
+            .and_then(|p| p.sum_all())
+            .and_then(|l| l.backward())
+            .map_err(from_candle)
+    }
+}
+
+impl<T: CandleScalar> device::AdjointMaps<CandleBackend> for DeviceMaps<T> {
+    fn num_unknowns(&self) -> usize {
+        self.vjp.m
+    }
+
+    fn structure(&self) -> Structure {
+        self.structure
+    }
+
+    fn apply_a_adjoint(&self, u: &Tensor) -> Result<Tensor> {
+        let grads = self.backward(u)?;
+        let y = self.vjp.y.as_tensor();
+        match grads.get(y) {
+            Some(g) => g.flatten_all().map_err(from_candle),
+            None => Tensor::zeros(self.vjp.m, y.dtype(), y.device()).map_err(from_candle),
+        }
+    }
+
+    fn apply_b_adjoint(&self, u: &Tensor) -> Result<Vec<Tensor>> {
+        let grads = self.backward(u)?;
+        let grad = |x: &Var| match grads.get(x.as_tensor()) {
+            Some(g) => Ok(g.clone()),
+            None => x.as_tensor().zeros_like().map_err(from_candle),
+        };
+        self.vjp.x.iter().map(grad).collect()
+    }
 }

@@ -110,6 +110,6 @@ pub use candle_core;
 pub use convert::{
     adrules_dtype, adrules_error, candle_dtype, from_candle, to_candle, try_backward,
 };
-pub use implicit::{CandleConditions, CandleScalar, implicit};
+pub use implicit::{CandleConditions, CandleScalar, Implicit, implicit};
 pub use network::{einsum, ncon, network};
 pub use ops::{add, contract, trace};

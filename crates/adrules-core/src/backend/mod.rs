@@ -35,6 +35,7 @@
 //! [`Error::DTypeMismatch`]: crate::Error::DTypeMismatch
 
 pub mod check;
+pub mod transfers;
 
 use std::fmt::Debug;
 

@@ -158,19 +158,7 @@ impl<T: ImplicitScalar> Krylov<T> {
                     c.iter_mut().zip(&d).for_each(|(c, &d)| *c += d);
                 }
                 let h_next = norm(&w);
-                for (i, &c) in c.iter().enumerate() {
-                    h[(i, j)] = c;
-                }
-                for (i, &(cs, sn)) in rotations.iter().enumerate() {
-                    let (a, b) = (h[(i, j)], h[(i + 1, j)]);
-                    h[(i, j)] = cs * a + sn * b;
-                    h[(i + 1, j)] = cs * b - Scalar::conj(sn) * a;
-                }
-                let (cs, sn, rho) = givens(h[(j, j)], T::from_f64(h_next));
-                h[(j, j)] = rho;
-                rotations.push((cs, sn));
-                g[j + 1] = -Scalar::conj(sn) * g[j];
-                g[j] = cs * g[j];
+                arnoldi_column(&mut h, &mut rotations, &mut g, c, h_next);
                 used = j + 1;
                 // The new vector lies in the span of the basis: the Krylov space is invariant.
                 if h_next <= eps * w_norm {
@@ -185,30 +173,8 @@ impl<T: ImplicitScalar> Krylov<T> {
                     break;
                 }
             }
-            // Back substitution with the triangular factor R = H[..used, ..used].
-            let scale = (0..used)
-                .flat_map(|j| (0..=j).map(move |i| (i, j)))
-                .map(|(i, j)| h[(i, j)].modulus().to_f64())
-                .fold(0.0, f64::max);
             let y = &mut coef[..used];
-            for i in (0..used).rev() {
-                let diag = h[(i, i)];
-                if diag.modulus().to_f64() <= used as f64 * eps * scale {
-                    return Err(Error::Singular {
-                        arg: "GMRES".into(),
-                        reason: format!(
-                            "breakdown after {iterations} iterations: the Krylov space is \
-                             invariant under A but the residual cannot be reduced (diagonal \
-                             {i} of the triangular factor vanishes)"
-                        ),
-                    });
-                }
-                let mut s = g[i];
-                for l in i + 1..used {
-                    s -= h[(i, l)] * y[l];
-                }
-                y[i] = s / diag;
-            }
+            back_substitute(&h, &g, y, iterations)?;
             faer::linalg::matmul::matmul(
                 block_mut(x, m, 1),
                 Accum::Add,
@@ -272,6 +238,74 @@ impl<T: ImplicitScalar> Krylov<T> {
             }),
         }
     }
+}
+
+/// Adds column `j = coef.len() − 1` of the Arnoldi process to the GMRES least-squares
+/// problem: stores the Gram–Schmidt coefficients `coef` (`h_{0..=j, j}`) in column `j` of the
+/// Hessenberg matrix `h` (`(p+1)×p`), applies the previous Givens `rotations` to it, appends
+/// the rotation that zeroes `h_{j+1, j} = h_next` and applies it to `g`, so that
+/// `H[..=j, ..=j]` is upper triangular and `|g[j+1]|` is the least-squares residual.
+pub(crate) fn arnoldi_column<T: ImplicitScalar>(
+    h: &mut faer::Mat<T>,
+    rotations: &mut Vec<(T, T)>,
+    g: &mut [T],
+    coef: &[T],
+    h_next: f64,
+) {
+    let j = coef.len() - 1;
+    for (i, &c) in coef.iter().enumerate() {
+        h[(i, j)] = c;
+    }
+    for (i, &(cs, sn)) in rotations.iter().enumerate() {
+        let (a, b) = (h[(i, j)], h[(i + 1, j)]);
+        h[(i, j)] = cs * a + sn * b;
+        h[(i + 1, j)] = cs * b - Scalar::conj(sn) * a;
+    }
+    let (cs, sn, rho) = givens(h[(j, j)], T::from_f64(h_next));
+    h[(j, j)] = rho;
+    rotations.push((cs, sn));
+    g[j + 1] = -Scalar::conj(sn) * g[j];
+    g[j] = cs * g[j];
+}
+
+/// Back substitution `R·y = g[..used]` with the triangular factor `R = H[..used, ..used]`
+/// (`used = y.len()`) of a GMRES cycle that ran `iterations` iterations in all.
+///
+/// # Errors
+/// [`Error::Singular`] (arg `"GMRES"`) when a diagonal entry of `R` vanishes relative to
+/// `R`'s largest entry: the Krylov space is invariant under `A` but the residual cannot be
+/// reduced.
+pub(crate) fn back_substitute<T: ImplicitScalar>(
+    h: &faer::Mat<T>,
+    g: &[T],
+    y: &mut [T],
+    iterations: usize,
+) -> Result<()> {
+    let used = y.len();
+    let eps = super::eps::<T>();
+    let scale = (0..used)
+        .flat_map(|j| (0..=j).map(move |i| (i, j)))
+        .map(|(i, j)| h[(i, j)].modulus().to_f64())
+        .fold(0.0, f64::max);
+    for i in (0..used).rev() {
+        let diag = h[(i, i)];
+        if diag.modulus().to_f64() <= used as f64 * eps * scale {
+            return Err(Error::Singular {
+                arg: "GMRES".into(),
+                reason: format!(
+                    "breakdown after {iterations} iterations: the Krylov space is \
+                     invariant under A but the residual cannot be reduced (diagonal \
+                     {i} of the triangular factor vanishes)"
+                ),
+            });
+        }
+        let mut s = g[i];
+        for l in i + 1..used {
+            s -= h[(i, l)] * y[l];
+        }
+        y[i] = s / diag;
+    }
+    Ok(())
 }
 
 /// Givens rotation `(c, s, ρ)` with real `c ≥ 0` such that

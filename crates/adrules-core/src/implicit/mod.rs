@@ -32,6 +32,9 @@
 //!   [`Method`]): dense LU and Cholesky (faer), matrix-free restarted GMRES and CG; the
 //!   [`Structure`] tag of `A` picks one under [`Method::Auto`].
 //! - Forms: [`FixedPoint`] (`y = T(x, y)`, `c = T − y`) and [`Argmin`] (`c = ∇_y f`).
+//! - [`device`]: the matrix-free adjoint solve and pullback on a [`Backend`](crate::Backend)'s
+//!   tensors ([`device::AdjointMaps`], [`device::solve_adjoint`], [`device::pullback`]):
+//!   GMRES and CG whose vectors stay on the engine's device, only scalars read back.
 //!
 //! # Example
 //! `y = √x` elementwise, defined by `c = y⊙y − x` (`A = diag(2y)`, `B = −I`):
@@ -117,6 +120,7 @@
 
 mod conditions;
 mod dense;
+pub mod device;
 mod forms;
 mod function;
 mod krylov;

@@ -174,7 +174,39 @@ pub(crate) fn default_tolerance<T: ImplicitScalar>() -> f64 {
 }
 
 impl SolverOptions {
-    fn resolve(&self, structure: Structure, dense_available: bool, m: usize) -> Result<Method> {
+    /// Checks the options shared by every built-in solver (the ridge is finite, the
+    /// tolerance, defaulted for `T`, is positive and finite, the restart is at least 1) and
+    /// returns the tolerance.
+    pub(crate) fn checked_tolerance<T: ImplicitScalar>(&self) -> Result<f64> {
+        if !self.ridge.is_finite() {
+            return Err(Error::invalid(
+                "ridge",
+                format!("{} is not finite", self.ridge),
+            ));
+        }
+        let tolerance = self.tolerance.unwrap_or_else(default_tolerance::<T>);
+        if !(tolerance > 0.0 && tolerance.is_finite()) {
+            return Err(Error::invalid(
+                "tolerance",
+                format!("{tolerance} is not a positive finite number"),
+            ));
+        }
+        if self.restart == 0 {
+            return Err(Error::invalid("restart", "must be at least 1"));
+        }
+        Ok(tolerance)
+    }
+
+    /// The method that runs for a source with the `structure` tag, `m` unknowns and (or
+    /// not) a dense `A`: [`Method::Auto`] resolved as documented there, and
+    /// [`Error::InvalidArgument`] for Cholesky or CG without a definite tag. With
+    /// `dense_available = false` and `m = usize::MAX`, `Auto` never picks a dense method.
+    pub(crate) fn resolve(
+        &self,
+        structure: Structure,
+        dense_available: bool,
+        m: usize,
+    ) -> Result<Method> {
         let definite = structure.is_definite();
         let method = match self.method {
             Method::Auto if dense_available || m <= AUTO_DENSE_LIMIT => {
@@ -204,22 +236,7 @@ impl SolverOptions {
 
 impl<T: ImplicitScalar> LinearSolver<T> for SolverOptions {
     fn factorize(&self, maps: &Arc<dyn LinearMaps<T>>) -> Result<Box<dyn Factorization<T>>> {
-        if !self.ridge.is_finite() {
-            return Err(Error::invalid(
-                "ridge",
-                format!("{} is not finite", self.ridge),
-            ));
-        }
-        let tolerance = self.tolerance.unwrap_or_else(default_tolerance::<T>);
-        if !(tolerance > 0.0 && tolerance.is_finite()) {
-            return Err(Error::invalid(
-                "tolerance",
-                format!("{tolerance} is not a positive finite number"),
-            ));
-        }
-        if self.restart == 0 {
-            return Err(Error::invalid("restart", "must be at least 1"));
-        }
+        let tolerance = self.checked_tolerance::<T>()?;
         let m = maps.num_unknowns();
         let structure = maps.structure();
         let dense = maps.dense_a();
