@@ -10,7 +10,9 @@ use adrules_burn::burn_tensor::{DType, Device, Distribution, Tensor, TensorData}
 use adrules_burn::{
     Implicit, Operand, contract, einsum, take_backward_errors, trace, try_backward,
 };
-use adrules_core::implicit::{Method, SolverOptions};
+use adrules_core::implicit::Method;
+
+mod common;
 use adrules_core::rules::{ContractOp, TraceOp};
 use adrules_core::{ContractSpec, Error, TraceSpec};
 
@@ -142,28 +144,14 @@ fn every_backend_agrees_with_flex_on_values_and_gradients() {
     }
 }
 
-/// `y = (I·d + W)⁻¹·b`-like fixed point: `y = tanh(W·y + b)`, differentiated implicitly, on
-/// `device`, with `method`; returns y and the gradients of `Σ y·r` w.r.t. W and b.
+/// The fixed point `y = tanh(W·y + b)`, differentiated implicitly, on `device`, with
+/// `method`; returns y and the gradients of `Σ y·r` w.r.t. W and b.
 fn fixed_point_on(device: &Device, n: usize, method: Method) -> Vec<Vec<f32>> {
     let ad = device.clone().autodiff();
     let w = (data([n, n], 11, &ad) * (0.5 / n as f64)).reshape([n * n]);
     let w = w.detach().require_grad();
     let b = data([n], 12, &ad).require_grad();
-    let step = move |w: &Tensor<1>, b: &Tensor<1>, h: &Tensor<1>| {
-        let wh = w.clone().reshape([n, n]).matmul(h.clone().reshape([n, 1]));
-        (wh.reshape([n]) + b.clone()).tanh()
-    };
-    let layer = Implicit::new(
-        move |x| {
-            let mut h = x[1].zeros_like();
-            for _ in 0..100 {
-                h = step(&x[0], &x[1], &h);
-            }
-            Ok(h)
-        },
-        move |x, h| step(&x[0], &x[1], h) - h.clone(),
-    )
-    .with_linear_solver(SolverOptions::from(method));
+    let layer = common::tanh_layer(n, 100, method);
     let h = layer.apply([(&w).into(), (&b).into()]).unwrap();
     let loss = (h.clone() * data([n], 13, device)).sum();
     let grads = try_backward(&loss).unwrap();

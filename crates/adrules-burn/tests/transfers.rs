@@ -5,9 +5,11 @@
 //! pullback (LU on the host) copies, which shows the counters see copies.
 
 use adrules_burn::burn_tensor::{DType, Device, Tensor, TensorData};
-use adrules_burn::{Implicit, try_backward};
+use adrules_burn::try_backward;
 use adrules_core::backend::transfers::Transfers;
-use adrules_core::implicit::{Method, SolverOptions};
+use adrules_core::implicit::Method;
+
+mod common;
 
 /// `h = tanh(W·h + b)` with n unknowns, `W` a fixed contraction; the gradient of `Σ h·r`
 /// w.r.t. b, and the transfers of the backward pass alone.
@@ -21,21 +23,7 @@ fn backward_transfers(device: &Device, n: usize, method: Method) -> (Vec<f32>, T
         .map(|i| ((i * 31) % 17) as f32 / 17.0 - 0.5)
         .collect();
     let b = Tensor::<1>::from_data(TensorData::new(b, [n]), (&ad, DType::F32)).require_grad();
-    let step = move |w: &Tensor<1>, b: &Tensor<1>, h: &Tensor<1>| {
-        let wh = w.clone().reshape([n, n]).matmul(h.clone().reshape([n, 1]));
-        (wh.reshape([n]) + b.clone()).tanh()
-    };
-    let layer = Implicit::new(
-        move |x| {
-            let mut h = x[1].zeros_like();
-            for _ in 0..60 {
-                h = step(&x[0], &x[1], &h);
-            }
-            Ok(h)
-        },
-        move |x, h| step(&x[0], &x[1], h) - h.clone(),
-    )
-    .with_linear_solver(SolverOptions::from(method));
+    let layer = common::tanh_layer(n, 60, method);
     let h = layer.apply([(&w).into(), (&b).into()]).unwrap();
     let r: Vec<f32> = (0..n).map(|i| (i % 5) as f32 - 2.0).collect();
     let loss = (h * Tensor::<1>::from_data(TensorData::new(r, [n]), (device, DType::F32))).sum();
