@@ -1,10 +1,13 @@
-//! Project automation: `cargo xtask test-all`, `cargo xtask bench`.
+//! Project automation: `cargo xtask test-all`, `bench`, `test-wgpu`, `gpu-check`.
 //!
-//! `test-all` runs, in order: `cargo fmt --check`, then for every feature set of the facade
-//! crate `adrules` (no default features, the defaults, each adapter on top of the defaults,
-//! every adapter together with the engine backends that run without a GPU, `CPU_BACKENDS`):
-//! clippy with `-D warnings` on every target, the tests and the doc tests. The feature sets are read from `cargo metadata`, so a feature added to the facade
-//! is tested without editing this file.
+//! `test-all` runs, in order: `cargo fmt --check`; clippy `-D warnings` on every target of the
+//! workspace with no default features; then with the union feature set (every adapter and the
+//! engine backends that need neither a GPU nor a graphics driver, `CPU_BACKENDS`) clippy, the
+//! tests of every crate (benches in test mode) and the doc tests; then for each other feature
+//! set of the facade crate `adrules` (no default features, the defaults, each adapter on top of
+//! the defaults) clippy, tests and doc tests of the facade, which is all those sets change.
+//! The feature sets are read from `cargo metadata`, so a feature added to the facade is tested
+//! without editing this file.
 
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -15,9 +18,10 @@ fn main() -> ExitCode {
         Some("test-all") => test_all(),
         Some("bench") => bench(&args[1..]),
         Some("gpu-check") => gpu_check(&args[1..]),
+        Some("test-wgpu") => test_wgpu(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  test-all   fmt check, clippy -D warnings, tests and doc tests for every feature set\n  bench      run the benchmarks and print markdown tables\n  gpu-check  on a machine with an NVIDIA GPU: build candle and burn with CUDA, run their\n             conformance suites and ising2d on the GPU, print one table\n             (`gpu-check --cpu` rehearses the same steps on burn-wgpu and candle's CPU)"
+                "usage: cargo xtask <command>\n\n  test-all   fmt check, clippy -D warnings, tests and doc tests for every feature set\n  bench      run the benchmarks and print markdown tables\n  test-wgpu  burn's wgpu backend (on lavapipe where there is no GPU): conformance and device tests\n  gpu-check  on a machine with an NVIDIA GPU: build candle and burn with CUDA, run their\n             conformance suites and ising2d on the GPU, print one table\n             (`gpu-check --cpu` rehearses the same steps on burn-wgpu and candle's CPU)"
             );
             return ExitCode::from(2);
         }
@@ -50,11 +54,11 @@ fn run(mut cmd: Command) -> Result<(), String> {
     }
 }
 
-/// The facade's engine-backend features that `test-all` builds and runs: they need no GPU
-/// (NdArray is a CPU backend; wgpu runs on a software Vulkan driver, lavapipe, which
-/// `.ci/run` installs). The GPU ones (`burn-cuda`, `candle-cuda`, Metal, ROCm) are
-/// `gpu-check`'s.
-const CPU_BACKENDS: &[&str] = &["burn-ndarray", "burn-wgpu"];
+/// The facade's engine-backend features that `test-all` builds and runs: they need neither a
+/// GPU nor a graphics driver (NdArray is a CPU backend). `burn-wgpu` has its own command,
+/// `test-wgpu` (its cubecl stack does not fit CI's budget); the GPU ones (`burn-cuda`,
+/// `candle-cuda`, Metal, ROCm) are `gpu-check`'s.
+const CPU_BACKENDS: &[&str] = &["burn-ndarray"];
 
 /// Feature sets of the facade: each as the arguments to pass to cargo.
 fn feature_sets() -> Result<Vec<Vec<String>>, String> {
@@ -89,7 +93,8 @@ fn feature_sets() -> Result<Vec<Vec<String>>, String> {
     optional.sort();
     // Adapters (`burn`, `candle`, `dfdx`) one by one; the engines' own backends (`burn-wgpu`,
     // `candle-cuda`, …) only together, with every adapter, and only those that build and run
-    // on a machine without a GPU (see `CPU_BACKENDS`; `gpu-check` covers the rest).
+    // on a machine without a GPU or graphics driver (see `CPU_BACKENDS`; `test-wgpu` and
+    // `gpu-check` cover the rest). The union is the last set.
     let adapters: Vec<String> = optional
         .iter()
         .filter(|f| !f.contains('-'))
@@ -114,26 +119,89 @@ fn feature_sets() -> Result<Vec<Vec<String>>, String> {
 
 fn test_all() -> Result<(), String> {
     let start = Instant::now();
+    let sets = feature_sets()?;
+    let (union, facade_sets) = sets.split_last().ok_or("no feature sets")?;
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--", "--check"]);
     run(fmt)?;
-    for set in feature_sets()? {
+    // Every member with its own defaults (the adapters without engine backends).
+    let mut clippy = cargo();
+    clippy
+        .args(["clippy", "--workspace", "--all-targets", "--no-default-features"])
+        .args(["--", "-D", "warnings"]);
+    run(clippy)?;
+    // Every member, every CPU feature: lint, then every crate's tests, benches (in test mode)
+    // and doc tests.
+    let mut clippy = cargo();
+    clippy
+        .args(["clippy", "--workspace", "--all-targets"])
+        .args(union)
+        .args(["--", "-D", "warnings"]);
+    run(clippy)?;
+    let mut test = cargo();
+    test.args(["test", "--workspace", "--all-targets"]).args(union);
+    run(test)?;
+    let mut doc = cargo();
+    doc.args(["test", "--workspace", "--doc"]).args(union);
+    run(doc)?;
+    // The facade's other feature sets: what changes between them is the facade (its cfg'd
+    // re-exports, the conformance suite in `tests/`, the examples), so only it is rebuilt and
+    // tested; the members' own tests ran above.
+    for set in facade_sets {
         let mut clippy = cargo();
         clippy
-            .args(["clippy", "--workspace", "--all-targets"])
-            .args(&set)
+            .args(["clippy", "-p", "adrules", "--all-targets"])
+            .args(set)
             .args(["--", "-D", "warnings"]);
         run(clippy)?;
         let mut test = cargo();
-        test.args(["test", "--workspace", "--all-targets"])
-            .args(&set);
+        test.args(["test", "-p", "adrules", "--all-targets"]).args(set);
         run(test)?;
         let mut doc = cargo();
-        doc.args(["test", "--workspace", "--doc"]).args(&set);
+        doc.args(["test", "-p", "adrules", "--doc"]).args(set);
         run(doc)?;
     }
     eprintln!(
         "\ntest-all: everything passed in {:.0} s",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// `cargo xtask test-wgpu`: burn's wgpu backend on the machine's Vulkan driver (Mesa's
+/// software lavapipe where there is no GPU: `apt-get install mesa-vulkan-drivers`). Runs the
+/// burn conformance suite (`tests/burn.rs`: Flex, NdArray and wgpu, f32) and adrules-burn's
+/// device and transfer tests with `burn-ndarray,burn-wgpu`. Not part of `test-all`: the
+/// wgpu/cubecl stack and the burn crates rebuilt with cubecl are about 40 minutes of a cold
+/// build on 2 cores, more than CI's budget leaves.
+fn test_wgpu() -> Result<(), String> {
+    let start = Instant::now();
+    let mut test = cargo();
+    test.args([
+        "test",
+        "-p",
+        "adrules",
+        "--features",
+        "burn-ndarray,burn-wgpu",
+        "--test",
+        "burn",
+    ]);
+    run(test)?;
+    let mut test = cargo();
+    test.args([
+        "test",
+        "-p",
+        "adrules-burn",
+        "--features",
+        "ndarray,wgpu",
+        "--test",
+        "devices",
+        "--test",
+        "transfers",
+    ]);
+    run(test)?;
+    eprintln!(
+        "\ntest-wgpu: everything passed in {:.0} s",
         start.elapsed().as_secs_f64()
     );
     Ok(())
