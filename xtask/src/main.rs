@@ -127,7 +127,12 @@ fn test_all() -> Result<(), String> {
     // Every member with its own defaults (the adapters without engine backends).
     let mut clippy = cargo();
     clippy
-        .args(["clippy", "--workspace", "--all-targets", "--no-default-features"])
+        .args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--no-default-features",
+        ])
         .args(["--", "-D", "warnings"]);
     run(clippy)?;
     // Every member, every CPU feature: lint, then every crate's tests, benches (in test mode)
@@ -139,7 +144,8 @@ fn test_all() -> Result<(), String> {
         .args(["--", "-D", "warnings"]);
     run(clippy)?;
     let mut test = cargo();
-    test.args(["test", "--workspace", "--all-targets"]).args(union);
+    test.args(["test", "--workspace", "--all-targets"])
+        .args(union);
     run(test)?;
     let mut doc = cargo();
     doc.args(["test", "--workspace", "--doc"]).args(union);
@@ -155,7 +161,8 @@ fn test_all() -> Result<(), String> {
             .args(["--", "-D", "warnings"]);
         run(clippy)?;
         let mut test = cargo();
-        test.args(["test", "-p", "adrules", "--all-targets"]).args(set);
+        test.args(["test", "-p", "adrules", "--all-targets"])
+            .args(set);
         run(test)?;
         let mut doc = cargo();
         doc.args(["test", "-p", "adrules", "--doc"]).args(set);
