@@ -28,6 +28,12 @@ pub struct OracleProbe {
     pub cotangent: HostTensor,
     /// reference input cotangents `Jᴴ·cotangent` (PyTorch), by input name
     pub vjp: BTreeMap<String, HostTensor>,
+    /// reference Hessian-vector products `H_φ·direction` of `φ = Re⟨cotangent, f(x)⟩`
+    /// (PyTorch), by input name; empty when the file has none (f32, complex64)
+    pub hvp: BTreeMap<String, HostTensor>,
+    /// the same HVPs by central finite differences of the gradient, by input name; empty when
+    /// the file has none
+    pub fd_hvp: BTreeMap<String, HostTensor>,
 }
 
 /// One oracle case.
@@ -43,6 +49,8 @@ pub struct OracleCase {
     pub inputs: BTreeMap<String, HostTensor>,
     /// first-order comparison tolerances
     pub tolerance: Tolerance,
+    /// second-order comparison tolerances (`comparison.second_order`), when the file has them
+    pub second_order: Option<Tolerance>,
     /// the probes (none for a case that must be rejected)
     pub probes: Vec<OracleProbe>,
     /// the einsum string (`subscripts`, einsum cases only)
@@ -63,6 +71,20 @@ impl OracleCase {
                 atol: 1e-5,
                 rtol: 1e-4,
             }))
+    }
+
+    /// The tolerance to compare second-order results (HVPs) with: the file's second-order
+    /// tolerance tightened to our own per-dtype tolerance, never tighter than `atol = 1e-5`,
+    /// `rtol = 1e-4`; our own alone when the file has none.
+    pub fn second_order_tolerance(&self) -> Tolerance {
+        let ours = Tolerance::for_dtype(self.dtype).max(Tolerance {
+            atol: 1e-5,
+            rtol: 1e-4,
+        });
+        match self.second_order {
+            Some(t) => t.min(ours),
+            None => ours,
+        }
     }
 
     /// The error the core's one-call einsum ([`adrules_core::network::einsum`], on the naive
@@ -173,6 +195,15 @@ fn tensor_map(v: &Value, ctx: &str) -> Result<BTreeMap<String, HostTensor>> {
         .collect()
 }
 
+/// A map of tensors that may be absent (`null`): empty then.
+fn optional_map(v: &Value, ctx: &str) -> Result<BTreeMap<String, HostTensor>> {
+    if v.is_null() {
+        Ok(BTreeMap::new())
+    } else {
+        tensor_map(v, ctx)
+    }
+}
+
 /// Asserts that `got` has `want`'s dtype and is within `tol` of it.
 ///
 /// # Panics
@@ -206,6 +237,7 @@ pub fn parse_case(line: &str, ctx: &str) -> Result<OracleCase> {
             dtype,
             inputs,
             tolerance: Tolerance::for_dtype(dtype),
+            second_order: None,
             probes: Vec::new(),
             subscripts,
             output: None,
@@ -232,6 +264,8 @@ pub fn parse_case(line: &str, ctx: &str) -> Result<OracleCase> {
                 jvp: tensor(&p["pytorch_ref"]["jvp"]["value"], &format!("{ctx}.jvp"))?,
                 cotangent: tensor(&p["cotangent"]["value"], &format!("{ctx}.cotangent"))?,
                 vjp: tensor_map(&p["pytorch_ref"]["vjp"], &format!("{ctx}.vjp"))?,
+                hvp: optional_map(&p["pytorch_ref"]["hvp"], &format!("{ctx}.hvp"))?,
+                fd_hvp: optional_map(&p["fd_ref"]["hvp"], &format!("{ctx}.fd_hvp"))?,
             })
         })
         .collect::<Result<_>>()?;
@@ -240,12 +274,18 @@ pub fn parse_case(line: &str, ctx: &str) -> Result<OracleCase> {
     } else {
         None
     };
+    let second = &v["comparison"]["second_order"];
+    let second_order = match (second["atol"].as_f64(), second["rtol"].as_f64()) {
+        (Some(atol), Some(rtol)) => Some(Tolerance { atol, rtol }),
+        _ => None,
+    };
     Ok(OracleCase {
         id,
         op: v["op"].as_str().unwrap_or("").to_string(),
         dtype,
         inputs,
         tolerance,
+        second_order,
         probes,
         subscripts,
         output,

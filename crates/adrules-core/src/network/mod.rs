@@ -23,6 +23,10 @@
 //! 5. **Rules**: [`NetworkPlan::rrule`] returns the result and a [`NetworkPullback`] that
 //!    chains the pairwise pullbacks in reverse over the intermediates kept from the forward
 //!    pass; [`NetworkPlan::frule`] chains the pairwise pushforwards.
+//! 6. **Second order**: [`NetworkPlan::hvp`] (Hessian-vector products of
+//!    `φ = Re⟨C̄, N(T)⟩`, forward-over-reverse), [`NetworkPlan::second_order`] (the general
+//!    form: a cotangent tangent, the gradient too, an allocator) and
+//!    [`NetworkPlan::hessian`] (dense, from HVPs, for small problems).
 //!
 //! [`ncon`] and [`einsum`] do all of it in one call ([`einsum`] reuses plans through the
 //! bounded, thread-safe [`PlanCache`]).
@@ -52,6 +56,7 @@ mod einsum;
 mod ncon;
 mod plan;
 mod rules;
+mod second;
 mod structure;
 mod tree;
 
@@ -62,6 +67,7 @@ use crate::spec::{Conj, Dims};
 pub use cache::PlanCache;
 pub use plan::{NetworkPlan, Step};
 pub use rules::NetworkPullback;
+pub use second::{NetworkHvp, SecondOrder};
 pub use structure::{Label, Network, Notation};
 pub use tree::{ContractionTree, Optimizer, Order};
 

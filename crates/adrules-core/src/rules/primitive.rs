@@ -298,6 +298,90 @@ impl Primitive {
         })
     }
 
+    /// Second order (forward-over-reverse): the tangent of this call's pullback.
+    ///
+    /// The pullback `C̄ ↦ (C̄_in, Ā, B̄)` at the primal point `(c, x)`, differentiated along
+    /// the operand tangents `dx` (one per operand in input order, `None` a zero tangent) and a
+    /// tangent `c_bar_dot` of the output cotangent `c_bar` (`None`: a constant cotangent):
+    /// returns `d/dε pullback_{x + ε·ẋ}(C̄ + ε·C̄̇)` for the active inputs, projected onto each
+    /// input's dtype like the first-order cotangents.
+    ///
+    /// With α and β constants every pullback is linear in `C̄` and real-linear in each operand
+    /// it reads (a contraction's `Ā` reads B and `B̄` reads A; add and trace read none), so the
+    /// product rule gives, with `Ā[X; Y]` the pullback formula of [`ContractOp`] for the
+    /// cotangent X with B replaced by Y (and `B̄[X; Y]` with A replaced by Y):
+    /// - add, trace: `dĀ = Ā[C̄̇]`, `dC̄_in = conj(β)·C̄̇`;
+    /// - contraction: `dĀ = Ā[C̄̇; B] + Ā[C̄; Ḃ]`, `dB̄ = B̄[C̄̇; A] + B̄[C̄; Ȧ]`,
+    ///   `dC̄_in = conj(β)·C̄̇`.
+    ///
+    /// Each term is one call of the first-order rule, so conjugation flags, batch axes and
+    /// dtype projection are those of the first order. This is forward-over-reverse
+    /// differentiation (Pearlmutter, "Fast exact multiplication by the Hessian", Neural
+    /// Computation 6, 147 (1994); JAX's `jvp` of `vjp`). For complex data the tangent is the
+    /// real directional derivative of the cotangent (`∂φ/∂re + i·∂φ/∂im`) of a real
+    /// `φ = Re⟨C̄, C⟩`: the Hessian-vector product in the crate's cotangent convention.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming `"active"` when α or β is active (coefficients are
+    /// constants at second order); [`Error::CountMismatch`] (`"operands"`, `"tangents"`);
+    /// [`Error::ShapeMismatch`] / [`Error::DTypeMismatch`] naming `"tangent of a"`,
+    /// `"tangent of b"` or `"c_bar"`; backend errors.
+    #[allow(clippy::too_many_arguments)]
+    pub fn pullback_tangent<B: Backend>(
+        &self,
+        be: &B,
+        c: &B::Tensor,
+        x: &[&B::Tensor],
+        dx: &[Option<&B::Tensor>],
+        c_bar: &B::Tensor,
+        c_bar_dot: Option<&B::Tensor>,
+        active: Activity,
+    ) -> Result<Cotangents<B>> {
+        if active.alpha || active.beta {
+            return Err(Error::invalid(
+                "active",
+                "alpha and beta are constants in the second-order rules (mark them inactive)",
+            ));
+        }
+        if x.len() != self.arity() {
+            return Err(count_error(self.arity(), x.len()));
+        }
+        if dx.len() != self.arity() {
+            return Err(Error::CountMismatch {
+                arg: "tangents".into(),
+                expected: self.arity(),
+                actual: dx.len(),
+            });
+        }
+        check::like(be, "c_bar", c_bar, &be.dims(c), be.dtype(c))?;
+        let mut out = Cotangents::default();
+        if let Some(cd) = c_bar_dot {
+            self.pullback_at(be, c, x, active)?
+                .accumulate(cd, &mut out)?;
+        }
+        if let (Primitive::Contract(op), [a, b]) = (self, x) {
+            if let (true, Some(db)) = (active.a, dx[1]) {
+                check::like(be, "tangent of b", db, &be.dims(b), be.dtype(b))?;
+                let only_a = Activity {
+                    a: true,
+                    ..Activity::NONE
+                };
+                op.pullback_at(be, c, a, db, only_a)?
+                    .accumulate(c_bar, &mut out)?;
+            }
+            if let (true, Some(da)) = (active.b, dx[0]) {
+                check::like(be, "tangent of a", da, &be.dims(a), be.dtype(a))?;
+                let only_b = Activity {
+                    b: true,
+                    ..Activity::NONE
+                };
+                op.pullback_at(be, c, da, b, only_b)?
+                    .accumulate(c_bar, &mut out)?;
+            }
+        }
+        Ok(out)
+    }
+
     /// The primal, updating `c` in place, and the tangent of the updated C (see the wrapped
     /// op's `frule`).
     ///

@@ -31,6 +31,10 @@
 //! - [`network`] — [`network_rules`](network::network_rules) (random networks through
 //!   [`NetworkPlan`](adrules_core::network::NetworkPlan)) and
 //!   [`multi_dot_network`](network::multi_dot_network) (the oracle as one network);
+//! - second order — [`primitive_second_order`](second::primitive_second_order) (the
+//!   primitives' forward-over-reverse rule), [`network_hvp`](network::network_hvp) (HVPs of
+//!   random networks against a stencil on the gradient, Hessian symmetry) and
+//!   [`multi_dot_hvp`](network::multi_dot_hvp) (the `hvp` entries of `multi_dot.jsonl`);
 //! - [`einsum`] — [`einsum_oracle`](einsum::einsum_oracle) (the oracle `einsum.jsonl`, torch's
 //!   grammar, values, JVPs, VJPs and rejected inputs);
 //! - [`implicit`] — [`fixed_point_rules`](implicit::fixed_point_rules) (a linear fixed point
@@ -79,6 +83,7 @@ pub mod contract;
 pub mod einsum;
 pub mod implicit;
 pub mod network;
+pub mod second;
 pub mod tensorscalar;
 pub mod trace;
 
@@ -116,7 +121,8 @@ impl Config {
 /// `tensorscalar_rules`, `swapped_operands_give_identical_cotangents`,
 /// `accumulate_adds_into_existing_buffers`, `multi_dot_oracle_as_pairwise_chain`,
 /// `rule_errors_are_typed`, `network_rules_on_random_networks`,
-/// `multi_dot_oracle_as_network`, `einsum_oracle`, `implicit_linear_fixed_point`.
+/// `multi_dot_oracle_as_network`, `einsum_oracle`, `implicit_linear_fixed_point`,
+/// `primitive_second_order`, `network_hvp_on_random_networks`, `multi_dot_oracle_hvp`.
 #[macro_export]
 macro_rules! conformance_suite {
     ($be:expr $(,)?) => {
@@ -170,6 +176,18 @@ macro_rules! conformance_suite {
         #[test]
         fn implicit_linear_fixed_point() {
             $crate::conformance::implicit::fixed_point_rules(&$be, &$cfg);
+        }
+        #[test]
+        fn primitive_second_order() {
+            $crate::conformance::second::primitive_second_order(&$be, &$cfg);
+        }
+        #[test]
+        fn network_hvp_on_random_networks() {
+            $crate::conformance::network::network_hvp(&$be, &$cfg);
+        }
+        #[test]
+        fn multi_dot_oracle_hvp() {
+            $crate::conformance::network::multi_dot_hvp(&$be, &$cfg);
         }
     };
 }
