@@ -116,6 +116,40 @@ pub trait LinearMaps<T: ImplicitScalar>: Send + Sync {
         None
     }
 
+    /// Second derivatives of the conditions: the tangent of the adjoint maps along a primal
+    /// tangent. For `u` (length `m`), `dx` (length `n`) and `dy` (length `m`), writes
+    /// - `wy = d/dε [A(x + ε·dx, y + ε·dy)ᴴ·u]` (length `m`),
+    /// - `wx = d/dε [B(x + ε·dx, y + ε·dy)ᴴ·u]` (length `n`),
+    ///
+    /// that is `(wy, wx) = ∇²g·(dy, dx)` for the real function `g = Re⟨u, c(x, y)⟩`, in the
+    /// crate's cotangent convention (`∂/∂re + i·∂/∂im`). One vector at a time (`k = 1`);
+    /// `wy` and `wx` are overwritten. Used by the second-order rule
+    /// ([`Linearization::hvp`](super::Linearization::hvp)).
+    ///
+    /// The default returns [`Error::Unsupported`]: [`NetworkConditions`](super::NetworkConditions)
+    /// derive it from the network rules, [`FnMaps::with_second_order`] takes it as a closure,
+    /// and `adrules-testing` has a finite-difference source for tests.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] when the source has no second derivatives; whatever the source
+    /// reports.
+    fn adjoint_tangent(
+        &self,
+        u: &[T],
+        dx: &[T],
+        dy: &[T],
+        wy: &mut [T],
+        wx: &mut [T],
+    ) -> Result<()> {
+        let _ = (u, dx, dy, wy, wx);
+        Err(Error::Unsupported {
+            backend: "these linear maps".into(),
+            what: "second derivatives of the conditions (LinearMaps::adjoint_tangent: \
+                   use NetworkConditions, FnMaps::with_second_order, or implement it)"
+                .into(),
+        })
+    }
+
     /// The values `c(x, y, z, args)` (length `m`) at the point, when the source evaluated
     /// the conditions there. The rule reports their norm
     /// ([`Linearization::conditions_norm`](super::Linearization::conditions_norm)): implicit
@@ -157,6 +191,16 @@ macro_rules! forward_maps {
             }
             fn conditions(&self) -> Option<&[T]> {
                 (**self).conditions()
+            }
+            fn adjoint_tangent(
+                &self,
+                u: &[T],
+                dx: &[T],
+                dy: &[T],
+                wy: &mut [T],
+                wx: &mut [T],
+            ) -> Result<()> {
+                (**self).adjoint_tangent(u, dx, dy, wy, wx)
             }
         }
     };
@@ -324,9 +368,13 @@ pub struct FnMaps<T: ImplicitScalar> {
     a_adjoint: Option<VectorMap<T>>,
     b: VectorMap<T>,
     b_adjoint: VectorMap<T>,
+    second_order: Option<SecondOrderMap<T>>,
     structure: Structure,
     conditions: Option<Vec<T>>,
 }
+
+/// `(u, dx, dy, wy, wx)`: see [`LinearMaps::adjoint_tangent`].
+type SecondOrderMap<T> = Box<dyn Fn(&[T], &[T], &[T], &mut [T], &mut [T]) + Send + Sync>;
 
 impl<T: ImplicitScalar> FnMaps<T> {
     /// The four maps of a general `A`, with `m` unknowns and `n` input elements.
@@ -345,6 +393,7 @@ impl<T: ImplicitScalar> FnMaps<T> {
             a_adjoint: Some(Box::new(a_adjoint)),
             b: Box::new(b),
             b_adjoint: Box::new(b_adjoint),
+            second_order: None,
             structure: Structure::General,
             conditions: None,
         }
@@ -366,6 +415,7 @@ impl<T: ImplicitScalar> FnMaps<T> {
             a_adjoint: None,
             b: Box::new(b),
             b_adjoint: Box::new(b_adjoint),
+            second_order: None,
             structure: Structure::Hermitian,
             conditions: None,
         }
@@ -381,6 +431,18 @@ impl<T: ImplicitScalar> FnMaps<T> {
     /// Records the values `c(x, y, z, args)` at the point (see [`LinearMaps::conditions`]).
     pub fn with_conditions(mut self, values: Vec<T>) -> Self {
         self.conditions = Some(values);
+        self
+    }
+
+    /// Adds the second derivatives of the conditions: `f(u, dx, dy, wy, wx)` writes
+    /// `wy = d/dε[Aᴴ·u]` (length `m`) and `wx = d/dε[Bᴴ·u]` (length `n`) along the primal
+    /// tangent `(dx, dy)` (see [`LinearMaps::adjoint_tangent`]); needed for implicit
+    /// Hessian-vector products ([`Linearization::hvp`](super::Linearization::hvp)).
+    pub fn with_second_order(
+        mut self,
+        f: impl Fn(&[T], &[T], &[T], &mut [T], &mut [T]) + Send + Sync + 'static,
+    ) -> Self {
+        self.second_order = Some(Box::new(f));
         self
     }
 }
@@ -437,5 +499,24 @@ impl<T: ImplicitScalar> LinearMaps<T> for FnMaps<T> {
     }
     fn conditions(&self) -> Option<&[T]> {
         self.conditions.as_deref()
+    }
+    fn adjoint_tangent(
+        &self,
+        u: &[T],
+        dx: &[T],
+        dy: &[T],
+        wy: &mut [T],
+        wx: &mut [T],
+    ) -> Result<()> {
+        match &self.second_order {
+            Some(f) => {
+                f(u, dx, dy, wy, wx);
+                Ok(())
+            }
+            None => Err(Error::Unsupported {
+                backend: "FnMaps".into(),
+                what: "second derivatives without FnMaps::with_second_order".into(),
+            }),
+        }
     }
 }

@@ -132,7 +132,8 @@ mod vjp;
 pub use conditions::{Conditions, Point};
 pub use forms::{Argmin, FixedPoint};
 pub use function::{
-    ImplicitCotangents, ImplicitFunction, ImplicitTangents, Linearization, NoSolver, OnFailure,
+    CotangentTangent, ImplicitCotangents, ImplicitFunction, ImplicitHvp, ImplicitTangents,
+    Linearization, NoSolver, OnFailure,
 };
 pub use maps::{DenseMaps, FnMaps, LinearMaps, Structure};
 pub use network::{NetworkConditions, NetworkMaps, TermOperand};

@@ -20,7 +20,8 @@
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::host::{HostElement, HostTensor};
-use crate::network::{NetworkPlan, NetworkPullback};
+use crate::alloc::HeapAllocator;
+use crate::network::{NetworkPlan, NetworkPullback, SecondOrder};
 use crate::scalar::DynScalar;
 use crate::spec::Dims;
 
@@ -386,5 +387,72 @@ where
 
     fn conditions(&self) -> Option<&[T]> {
         Some(&self.values)
+    }
+
+    /// `wy = Σ_k conj(γ_k) Σ_{y slots} (slot's cotangent tangent)` and `wx` the same over
+    /// the input slots: one network second-order rule per term
+    /// ([`NetworkPlan::second_order`] with `C̄ = u` and the tangents `dx`, `dy` in their
+    /// slots), every term being a network of the slots.
+    fn adjoint_tangent(
+        &self,
+        u: &[T],
+        dx: &[T],
+        dy: &[T],
+        wy: &mut [T],
+        wx: &mut [T],
+    ) -> Result<()> {
+        let be = &self.backend;
+        let off = self.x_offsets();
+        wy.iter_mut().for_each(|w| *w = T::zero());
+        wx.iter_mut().for_each(|w| *w = T::zero());
+        let u_dev = upload(be, &self.y_dims, u)?;
+        let dy_dev = upload(be, &self.y_dims, dy)?;
+        let dx_dev: Vec<B::Tensor> = self
+            .x_dims
+            .iter()
+            .enumerate()
+            .map(|(i, dims)| upload(be, dims, &dx[off[i]..off[i + 1]]))
+            .collect::<Result<_>>()?;
+        for term in &self.terms {
+            let tangents: Vec<Option<&B::Tensor>> = term
+                .operands
+                .iter()
+                .map(|o| match *o {
+                    TermOperand::Input(i) => dx_dev.get(i),
+                    TermOperand::Unknown => Some(&dy_dev),
+                    TermOperand::Constant(_) => None,
+                })
+                .collect();
+            let active: Vec<bool> = tangents.iter().map(Option::is_some).collect();
+            let refs: Vec<&B::Tensor> = term.handles.iter().collect();
+            let request = SecondOrder {
+                c_bar: &u_dev,
+                c_bar_dot: None,
+                tangents: &tangents,
+                active: &active,
+                gradient: false,
+            };
+            let r = term.plan.second_order(be, &HeapAllocator, &refs, &request)?;
+            let gamma = T::from_dyn(term.coefficient)?.conj();
+            for (o, h) in term.operands.iter().zip(r.hvp) {
+                let (out, Some(h)) = (
+                    match *o {
+                        TermOperand::Input(i) => &mut wx[off[i]..off[i + 1]],
+                        TermOperand::Unknown => &mut wy[..],
+                        TermOperand::Constant(_) => continue,
+                    },
+                    h,
+                ) else {
+                    continue;
+                };
+                for (w, v) in out
+                    .iter_mut()
+                    .zip(download::<B, T>(be, &h, "network cotangent tangent")?)
+                {
+                    *w += gamma * v;
+                }
+            }
+        }
+        Ok(())
     }
 }
