@@ -195,6 +195,27 @@ where
         check(&grads[0], &wbar, "W̄")?;
     }
 
+    // Second order (`Linearization::hvp`, the conditions' second derivatives from the
+    // backend's network rules): with W an input, d(W̄) = du·yᴴ + u·dyᴴ and
+    // d(x̄) = conj(γ)·du with du = (I − W)⁻ᴴ·dWᴴ·u; with W a constant, y is linear in x and
+    // the HVP is zero.
+    let hv = lin.hvp(&ybar_h, &dirs).map_err(err)?;
+    if w_input {
+        let dwh_u: Vec<Complex64> = (0..N)
+            .map(|i| (0..N).map(|j| dws[j * N + i].conj() * u[j]).sum())
+            .collect();
+        let du = closed_form(&w, &dwh_u, true);
+        let dyv = dy.data().to_c64_vec();
+        let hw: Vec<Complex64> = (0..N * N)
+            .map(|k| du[k / N] * y[k % N].conj() + u[k / N] * dyv[k % N].conj())
+            .collect();
+        check(&hv[0], &hw, "HVP of W")?;
+        let hx: Vec<Complex64> = du.iter().map(|d| gamma.conj() * d).collect();
+        check(&hv[1], &hx, "HVP of x")?;
+    } else {
+        check(&hv[0], &[Complex64::new(0.0, 0.0); N], "HVP of a linear map")?;
+    }
+
     // Adjoint test between the two.
     let m = adjoint_mismatch(
         &Value::Tensor(ybar_h),
@@ -220,7 +241,10 @@ where
 /// network rules). [`ImplicitFunction`]'s solution, `‖c‖` there, pushforward and pullback are
 /// checked against the closed form (`(I − W)⁻¹`, by faer's LU on the host:
 /// `dy = (I − W)⁻¹(dW·y + γ·dx)`, `x̄ = conj(γ)·(I − W)⁻ᴴ·ȳ`, `W̄ = (I − W)⁻ᴴ·ȳ·yᴴ`), with one
-/// cotangent per input (none for a constant), and against each other (adjoint test).
+/// cotangent per input (none for a constant), and against each other (adjoint test); and the
+/// second order ([`Linearization::hvp`], second derivatives of the conditions from the
+/// backend's network rules) against its closed form
+/// (`d(W̄) = du·yᴴ + u·dyᴴ`, `d(x̄) = conj(γ)·du`, `du = (I − W)⁻ᴴ·dWᴴ·u`; zero for constant W).
 ///
 /// # Panics
 /// With the failing cases, or when no dtype is configured or `max_rank < 2`.
