@@ -1,7 +1,7 @@
 //! The conformance suite (`adrules_testing::conformance`) on the burn adapter's backend over
 //! each burn backend this build routes: Flex (f32 and f64; the strided fast path), and with
 //! the facade features NdArray (`burn-ndarray`: burn's generic ops on the CPU) and wgpu
-//! (`burn-wgpu`: burn's cubecl backend on a Vulkan device, f32; lavapipe in CI). burn has no
+//! (`burn-wgpu`: burn's cubecl backend on a Vulkan device, f32; `cargo xtask test-wgpu`, on lavapipe without a GPU). burn has no
 //! complex dtype.
 #![cfg(feature = "burn")]
 
@@ -40,7 +40,7 @@ mod wgpu {
     use adrules::burn::burn_dispatch::backends::Cube;
     use adrules_testing::conformance::Config;
 
-    /// burn's wgpu device (the default adapter: lavapipe in CI, a GPU elsewhere).
+    /// burn's wgpu device (the default adapter: lavapipe without a GPU).
     fn backend() -> BurnBackend<Cube> {
         use adrules::burn::burn_tensor::{Device, DeviceKind};
         BurnBackend::cube(&Device::wgpu(DeviceKind::DefaultDevice)).unwrap()

@@ -106,6 +106,26 @@ fn free_energy_energy_and_specific_heat_match_the_dense_reference() {
             p.vjp_residual,
             p.jvp_residual
         );
+        // the second way (network and implicit HVPs) against the dense reference and the
+        // pushforward value
+        assert!(
+            (p.c_hvp - c_ref).abs() <= 1e-5 * c_ref.abs().max(1.0),
+            "T = {t}: c by HVP = {} vs {c_ref}",
+            p.c_hvp
+        );
+        if (t - 2.269f64).abs() > 0.1 {
+            assert!(
+                (p.c_hvp - p.c).abs() <= 1e-8 * p.c.abs(),
+                "T = {t}: c by HVP {} vs by pushforward {}",
+                p.c_hvp,
+                p.c
+            );
+        }
+        assert!(
+            p.hvp_residual <= 1e-10,
+            "T = {t}: second-order residual {}",
+            p.hvp_residual
+        );
     }
 }
 
@@ -233,6 +253,7 @@ where
             ("u", p.u, q.u),
             ("g_h", p.g_h, q.g_h),
             ("c", p.c, q.c),
+            ("c_hvp", p.c_hvp, q.c_hvp),
         ] {
             assert!(
                 (a - b).abs() <= 1e-10 * b.abs().max(1.0),
@@ -450,7 +471,7 @@ fn a_successful_run_replaces_both_outputs() {
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 4, "{csv}");
     assert!(
-        lines[0].starts_with("T,f,u,e_h,e_v,g_h,c,u_exact,c_exact,"),
+        lines[0].starts_with("T,f,u,e_h,e_v,g_h,c,c_hvp,u_exact,c_exact,"),
         "{csv}"
     );
     let temps: Vec<f64> = lines[1..]

@@ -26,6 +26,11 @@
 //!   `v*(β)`: `e_h = −⟨v, Z v⟩/⟨v, v⟩` (`Z = σ₀σ₁`) and `e_v = −Σᵢ⟨v, T⁽ⁱ⁾ v⟩/(W⟨v, T v⟩)`
 //!   (`T⁽ⁱ⁾` with site `i` replaced by `∂O/∂K_v`); their β-derivative by the networks'
 //!   pushforwards, with `dv*/dβ` from the implicit pushforward.
+//! - The specific heat a second way, `c = (β²/W)·∂²ln λ/∂β²`: second order of
+//!   `L(O) = ln⟨v*, T v*⟩ − ln⟨v*, v*⟩` along `dO/dβ` by forward-over-reverse, the networks'
+//!   second-order rule ([`NetworkPlan::second_order`]) and the implicit HVP
+//!   ([`Linearization::hvp_with`], with a cotangent that depends on `v`); the two values
+//!   must agree to the solves' accuracy.
 
 #![allow(dead_code)] // the example and its acceptance test use different subsets
 
@@ -35,8 +40,8 @@ use adrules::implicit::{
     ImplicitFunction, ImplicitScalar, LinearMaps, Linearization, Method, NetworkConditions,
     SolverOptions, Structure, TermOperand,
 };
-use adrules::network::{Label, Network, NetworkPlan, Order};
-use adrules::{Backend, DType, Error, HostElement, HostTensor, Result};
+use adrules::network::{Label, Network, NetworkPlan, Order, SecondOrder};
+use adrules::{Backend, DType, Error, HeapAllocator, HostElement, HostTensor, Result};
 
 /// A real element type the example runs in (`f32` or `f64`).
 pub trait Real: ImplicitScalar + HostElement + Copy {
@@ -107,6 +112,8 @@ pub struct Timings {
     pub rules: Duration,
     /// linearization and linear solves of the implicit rule
     pub implicit: Duration,
+    /// the specific heat's second way: network and implicit second order (HVPs)
+    pub second_order: Duration,
 }
 
 /// What the power iteration reports (the solver's byproduct).
@@ -135,8 +142,10 @@ pub struct Point {
     pub g_h: f64,
     /// vertical energy as an expectation value (must equal `e_v`)
     pub e_v_expectation: f64,
-    /// specific heat `−β² du/dβ`
+    /// specific heat `−β² du/dβ` (forward mode: the implicit pushforward of `u`)
     pub c: f64,
+    /// specific heat `(β²/W)·∂²ln λ/∂β²` (second order: the network and implicit HVPs)
+    pub c_hvp: f64,
     /// power-iteration statistics
     pub power: PowerStats,
     /// `‖c(O, v*)‖/λ`: the conditions at the solution, relative to the eigenvalue
@@ -145,6 +154,8 @@ pub struct Point {
     pub vjp_residual: f64,
     /// relative residual of the implicit pushforward's solve (specific heat)
     pub jvp_residual: f64,
+    /// largest relative residual of the second-order solves (specific heat by HVP)
+    pub hvp_residual: f64,
     /// which linear solver ran, and its iterations (pullback, pushforward)
     pub solver: (&'static str, usize, usize),
 }
@@ -454,7 +465,7 @@ where
         timings.rules += t2.elapsed();
         let t3 = Instant::now();
         let vb = self.host::<T>(&vec![2; w], &v_bar)?;
-        let vjp = lin.vjp_many(&[vb], None)?;
+        let vjp = lin.vjp_many(std::slice::from_ref(&vb), None)?;
         timings.implicit += t3.elapsed();
         for (a, b) in o_bar.iter_mut().zip(vjp.dx[0][0].as_slice::<T>()?) {
             *a += b.f();
@@ -512,6 +523,80 @@ where
         let de_v = -(dnv / (wf * s) - nv * ds / (wf * s * s));
         timings.rules += t5.elapsed();
 
+        // Second way: c = (β²/W)·d²L/dβ² with L(O) = ln⟨v, T v⟩ − ln⟨v, v⟩ at v = v*(O), by
+        // second order (forward-over-reverse): d²L/dβ² = ⟨∇L, Ö⟩ + ⟨Ȯ, H·Ȯ⟩ with Ȯ = dO/dβ,
+        // Ö = d²O/dβ². H·Ȯ = d(∂_O ℓ) + d(J_vᴴ·∂_v ℓ): the first term from the networks'
+        // second-order rule, the second from the implicit HVP in its general form, whose
+        // cotangent ȳ = ∂_v ℓ depends on (O, v): ȳ̇ is the networks' second order along
+        // (Ȯ, v̇) with the cotangent tangents −ṡ/s² and ṅ/n² of 1/s and −1/n.
+        let t6 = Instant::now();
+        let o_part = std::cell::RefCell::new(vec![0.0; 64]);
+        let ybar_dot = |dy: &HostTensor| -> Result<HostTensor> {
+            let dyt = self.up(dy.clone())?;
+            let mut tan: Vec<Option<&B::Tensor>> = vec![Some(&d_o_t); w];
+            tan.extend([Some(&dyt), Some(&dyt)]);
+            let (_, ds) = self.vtv.frule(&self.be, &ops, &tan)?;
+            let vtan = [Some(&dyt), Some(&dyt)];
+            let (_, dn) = self.vv.frule(&self.be, &[&v, &v], &vtan)?;
+            let (ds, dn) = (self.scalar(&ds)?, self.scalar(&dn)?);
+            let (cs, cds) = (one(1.0 / s)?, one(-ds / (s * s))?);
+            let hs = self.vtv.second_order(
+                &self.be,
+                &HeapAllocator,
+                &ops,
+                &SecondOrder {
+                    c_bar: &cs,
+                    c_bar_dot: Some(&cds),
+                    tangents: &tan,
+                    active: &vec![true; w + 2],
+                    gradient: false,
+                },
+            )?;
+            let (cn, cdn) = (one(-1.0 / n)?, one(dn / (n * n))?);
+            let hn = self.vv.second_order(
+                &self.be,
+                &HeapAllocator,
+                &[&v, &v],
+                &SecondOrder {
+                    c_bar: &cn,
+                    c_bar_dot: Some(&cdn),
+                    tangents: &vtan,
+                    active: &[true, true],
+                    gradient: false,
+                },
+            )?;
+            let mut op = o_part.borrow_mut();
+            op.iter_mut().for_each(|x| *x = 0.0);
+            for h in &hs.hvp[..w] {
+                add(&mut op, h)?;
+            }
+            let mut yd = vec![0.0; 1 << w];
+            for h in hs.hvp[w..].iter().chain(&hn.hvp) {
+                add(&mut yd, h)?;
+            }
+            self.host::<T>(&vec![2; w], &yd)
+        };
+        let dx = [self.host::<T>(&o_dims, &d_o)?];
+        let second = lin.hvp_with(&vb, &dx, Some(&ybar_dot))?;
+        let mut h_o = o_part.take();
+        for (a, b) in h_o.iter_mut().zip(second.hvp[0].as_slice::<T>()?) {
+            *a += b.f();
+        }
+        let d2o: Vec<f64> = (0..64)
+            .map(|i| {
+                site_tensor(beta, beta, 2, 0)[i]
+                    + 2.0 * site_tensor(beta, beta, 1, 1)[i]
+                    + site_tensor(beta, beta, 0, 2)[i]
+            })
+            .collect();
+        let c_hvp = beta * beta * (dot(&o_bar, &d2o) + dot(&d_o, &h_o)) / wf;
+        let hvp_residual = second
+            .stats
+            .iter()
+            .map(|s| s.max_residual())
+            .fold(0.0, f64::max);
+        timings.second_order += t6.elapsed();
+
         let point = Point {
             temperature,
             f: -lambda.ln() / (beta * wf),
@@ -521,10 +606,12 @@ where
             g_h: zn / n,
             e_v_expectation,
             c: -beta * beta * (de_h + de_v),
+            c_hvp,
             power: stats,
             conditions_norm: lin.conditions_norm().unwrap_or(f64::NAN) / lambda,
             vjp_residual: vjp.stats.max_residual(),
             jvp_residual: jvp.stats.max_residual(),
+            hvp_residual,
             solver: (jvp.stats.solver, vjp.stats.iterations, jvp.stats.iterations),
         };
         Ok((point, v_host))
@@ -604,5 +691,21 @@ impl<T: Real> LinearMaps<T> for EvenSector<T> {
     }
     fn conditions(&self) -> Option<&[T]> {
         self.inner.conditions()
+    }
+    /// `A'ᴴ = P·Aᴴ·P − λ(I − P)` and `B'ᴴ = Bᴴ·P`: for an even `u` (every adjoint here) the
+    /// odd block and λ's own derivative drop out, so `(wy', wx') = (P·wy(P·u), wx(P·u))`.
+    fn adjoint_tangent(
+        &self,
+        u: &[T],
+        dx: &[T],
+        dy: &[T],
+        wy: &mut [T],
+        wx: &mut [T],
+    ) -> Result<()> {
+        let mut pu = u.to_vec();
+        Self::project(&mut pu, 1);
+        self.inner.adjoint_tangent(&pu, dx, dy, wy, wx)?;
+        Self::project(wy, 1);
+        Ok(())
     }
 }

@@ -494,6 +494,8 @@ fn bench(args: &[String]) -> Result<(), String> {
         "networks",
         "--bench",
         "einsum",
+        "--bench",
+        "second_order",
         "--",
     ])
     .args(args);
@@ -571,6 +573,34 @@ fn bench(args: &[String]) -> Result<(), String> {
             ms(find("rules", "accumulate", v)),
             ms(find("rules", "pullback_alpha", v)),
             ratio(b, p)
+        );
+    }
+
+    println!("\n### Second order: Hessian-vector products vs the gradient (f64, 1 thread)\n");
+    println!(
+        "gradient = forward + pullback of every operand (network) or linearization + pullback \
+         (implicit); hvp = the HVP along a random direction of every operand (network: \
+         `NetworkPlan::hvp`; implicit: linearization + `Linearization::hvp`); ratio = hvp / \
+         gradient, same run (goal ≤ 2.5).\n"
+    );
+    println!("| case | gradient | hvp | hvp / gradient | hvp + gradient | ratio |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    let mut cases: Vec<&str> = all
+        .iter()
+        .filter(|e| e.group == "hvp")
+        .filter_map(|e| e.function.strip_prefix("gradient/"))
+        .collect();
+    cases.sort();
+    for case in cases {
+        let get = |f: &str| find("hvp", &format!("{f}/{case}"), "");
+        let (g, h, hg) = (get("gradient"), get("hvp"), get("hvp+gradient"));
+        println!(
+            "| {case} | {} | {} | {} | {} | {} |",
+            ms(g),
+            ms(h),
+            ratio(h, g),
+            ms(hg),
+            ratio(hg, g)
         );
     }
 

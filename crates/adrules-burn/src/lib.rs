@@ -88,7 +88,9 @@ pub use handle::BurnTensor;
 pub use implicit::Implicit;
 pub use node::{take_backward_errors, try_backward};
 pub use rules::{Op, forward, forward_autodiff};
-pub use tensor::{Operand, add, apply, contract, einsum, ncon, network, trace};
+pub use tensor::{
+    Operand, add, apply, contract, einsum, einsum_hvp, ncon, network, network_hvp, trace,
+};
 
 // The burn crates this adapter is built on, at the pinned version (=0.22.1).
 pub use {burn_autodiff, burn_backend, burn_dispatch, burn_flex, burn_tensor};

@@ -45,6 +45,135 @@ impl Operand {
     pub fn dims(&self) -> Vec<usize> {
         self.0.shape().to_vec()
     }
+
+    /// The operand as a rank-`D` tensor (the results of [`network_hvp`] come as operands).
+    ///
+    /// # Errors
+    /// [`Error::RankMismatch`] (`"operand"`) when the operand's rank is not `D`.
+    pub fn into_tensor<const D: usize>(self) -> Result<Tensor<D>> {
+        let rank = self.0.shape().len();
+        if rank != D {
+            return Err(Error::rank("operand", rank, D));
+        }
+        Ok(Tensor::from_dispatch(self.0))
+    }
+}
+
+/// Second order through the core: the Hessian-vector product of
+/// `φ(T) = Re⟨c_bar, N(T)⟩` for the network `plan` along `directions` (one per operand, `None`
+/// a zero direction), for every operand, by the core's forward-over-reverse rule
+/// ([`NetworkPlan::hvp`]) run with burn's own ops on the backend and device the tensors live
+/// on (routed as [`apply`]: Flex, and NdArray / cubecl with this crate's features). Each result
+/// has its operand's shape (a rank-0 slot as shape `[1]`, as everywhere in this API); turn it
+/// into a tensor with [`Operand::into_tensor`].
+///
+/// burn has no higher-order derivatives (its backward pass is not itself differentiable), so
+/// the HVP cannot come from nesting burn's autodiff: it is computed outside burn's graph, and
+/// the results are plain (non-autodiff) tensors; autodiff inputs are read without their graph.
+///
+/// # Errors
+/// As [`apply`] for the routing and dtypes (every tensor on one backend and device:
+/// [`Error::DeviceMismatch`] naming `"input i"` in the order operands, `c_bar`, the present
+/// directions); the errors of [`NetworkPlan::hvp`] ([`Error::ShapeMismatch`] naming
+/// `"operand k"`, `"tangent k"`, `"c_bar"`).
+pub fn network_hvp<const N: usize>(
+    plan: &NetworkPlan,
+    operands: [Operand; N],
+    c_bar: Operand,
+    directions: [Option<Operand>; N],
+) -> Result<[Operand; N]> {
+    let mut all: Vec<Operand> = operands.to_vec();
+    all.push(c_bar.clone());
+    all.extend(directions.iter().flatten().cloned());
+    let backend = backend_of(&all)?;
+    for (i, t) in all.iter().enumerate() {
+        check_dtype(&format!("input {i}"), t.0.dtype())?;
+    }
+    match backend {
+        Routed::Flex => hvp_on::<Flex, N>(plan, operands, c_bar, directions),
+        #[cfg(feature = "ndarray")]
+        Routed::NdArray => hvp_on::<NdArray, N>(plan, operands, c_bar, directions),
+        #[cfg(cube)]
+        Routed::Cube => {
+            hvp_on::<burn_dispatch::backends::Cube, N>(plan, operands, c_bar, directions)
+        }
+    }
+}
+
+/// [`network_hvp`] for the Einstein string `subscripts` (planned as [`einsum`] does).
+///
+/// # Errors
+/// The string's and the planning errors (as [`einsum`]); otherwise as [`network_hvp`].
+pub fn einsum_hvp<const N: usize>(
+    subscripts: &str,
+    operands: [Operand; N],
+    c_bar: Operand,
+    directions: [Option<Operand>; N],
+) -> Result<[Operand; N]> {
+    let dims = scalar_dims(&Network::einsum(subscripts)?, &operands);
+    let plan = PlanCache::global().einsum(subscripts, &dims)?;
+    network_hvp(&plan, operands, c_bar, directions)
+}
+
+fn hvp_on<B: Backend, const N: usize>(
+    plan: &NetworkPlan,
+    operands: [Operand; N],
+    c_bar: Operand,
+    directions: [Option<Operand>; N],
+) -> Result<[Operand; N]>
+where
+    DispatchTensor: DispatchKindConversion<B>,
+{
+    // plain primitives of B, a rank-0 slot read from burn's shape [1]
+    let plain = |o: Operand, scalar: bool| -> Result<crate::BurnTensor<B>> {
+        let d = Tensor::<1>::from_dispatch(o.0)
+            .without_autodiff()
+            .into_dispatch();
+        Ok(crate::BurnTensor::read(float::<B>(d)?, scalar))
+    };
+    let rank0 = |k: usize| plan.operand_dims(k).is_some_and(<[usize]>::is_empty);
+    let x: Vec<crate::BurnTensor<B>> = operands
+        .into_iter()
+        .enumerate()
+        .map(|(k, o)| plain(o, rank0(k)))
+        .collect::<Result<_>>()?;
+    let v: Vec<Option<crate::BurnTensor<B>>> = directions
+        .into_iter()
+        .enumerate()
+        .map(|(k, o)| o.map(|o| plain(o, rank0(k))).transpose())
+        .collect::<Result<_>>()?;
+    let cb = plain(c_bar, plan.output_dims().is_empty())?;
+    let device = x
+        .first()
+        .map(|t| t.primitive().device())
+        .ok_or_else(|| Error::CountMismatch {
+            arg: "operands".into(),
+            expected: plan.num_operands(),
+            actual: 0,
+        })?;
+    let be = crate::BurnBackend::<B>::new(device);
+    let refs: Vec<&crate::BurnTensor<B>> = x.iter().collect();
+    let tangents: Vec<Option<&crate::BurnTensor<B>>> = v.iter().map(Option::as_ref).collect();
+    let r = plan.hvp(&be, &refs, &cb, &tangents, &[true; N])?;
+    let out: Vec<Operand> = r
+        .hvp
+        .into_iter()
+        .map(|h| {
+            let h = h.ok_or_else(|| Error::invalid("operands", "no HVP for an active operand"))?;
+            let shape: Vec<usize> = if h.dims().is_empty() {
+                vec![1]
+            } else {
+                h.dims().to_vec()
+            };
+            let p = h.into_primitive_shaped(&shape);
+            let t = <DispatchTensor as DispatchKindConversion<B>>::from_backend(
+                BackendTensor::Float(p),
+            );
+            Ok(Operand(t))
+        })
+        .collect::<Result<_>>()?;
+    out.try_into()
+        .map_err(|_| Error::invalid("operands", "one HVP per operand"))
 }
 
 /// Runs `op` on `inputs` (see [`Op`] for their order) and returns its rank-`D` output; with

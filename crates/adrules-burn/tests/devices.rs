@@ -1,10 +1,10 @@
 //! The Tensor API on every burn backend compiled in: Flex always, NdArray with the `ndarray`
-//! feature, wgpu with the `wgpu` feature (on a Vulkan driver: lavapipe in CI). Each backend's
+//! feature, wgpu with the `wgpu` feature (on a Vulkan driver, Mesa's lavapipe without a GPU; `cargo xtask test-wgpu`). Each backend's
 //! values and gradients must agree with Flex's, the implicit functions (dense on the host and
 //! GMRES on the device) included; inputs on two backends or two devices are typed errors.
 //!
 //! Without a Vulkan adapter the wgpu cases are skipped with a message, except under `CI=true`,
-//! where they fail (`.ci/run` installs lavapipe).
+//! where they fail.
 
 use adrules_burn::burn_tensor::{DType, Device, Distribution, Tensor, TensorData};
 use adrules_burn::{
@@ -51,7 +51,7 @@ fn wgpu() -> Option<Device> {
                 let why = format!("burn's wgpu backend has no working adapter ({other:?})");
                 assert!(
                     std::env::var("CI").as_deref() != Ok("true"),
-                    "{why}: CI must run the wgpu cases (.ci/run installs mesa-vulkan-drivers)"
+                    "{why}: with CI=true the wgpu cases must run (apt-get install mesa-vulkan-drivers)"
                 );
                 eprintln!("skipping the wgpu cases: {why}");
                 false
@@ -273,6 +273,74 @@ fn the_quickstart_training_loop_learns_on_every_backend() {
         assert!(
             last < 0.05 * first,
             "{name}: loss {first:.3e} → {last:.3e} did not fall by 20×: {losses:?}"
+        );
+    }
+}
+
+/// Second order on every device: `einsum_hvp("ij,jk->ik")` for `φ = Σ c̄ ⊙ (A·B)`, whose HVP
+/// has the closed form `(c̄·dBᵀ, dAᵀ·c̄)`; autodiff inputs are read without their graph and the
+/// results are plain tensors; a direction of the wrong shape is a typed error.
+#[test]
+fn hvp_matches_the_closed_form_on_every_device() {
+    use adrules_burn::einsum_hvp;
+    for (name, device) in devices() {
+        let ad = device.clone().autodiff();
+        let a = data([2, 3], 21, &ad).require_grad();
+        let b = data([3, 4], 22, &device);
+        let cbar = data([2, 4], 23, &device);
+        let da = data([2, 3], 24, &device);
+        let db = data([3, 4], 25, &device);
+        let [ha, hb] = einsum_hvp(
+            "ij,jk->ik",
+            [(&a).into(), (&b).into()],
+            (&cbar).into(),
+            [Some((&da).into()), Some((&db).into())],
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (ha, hb): (Tensor<2>, Tensor<2>) =
+            (ha.into_tensor().unwrap(), hb.into_tensor().unwrap());
+        assert!(
+            !ha.is_require_grad(),
+            "{name}: the HVP is a constant for burn"
+        );
+        let (cv, dav, dbv) = (values(cbar.clone()), values(da.clone()), values(db.clone()));
+        // c̄·dBᵀ (2×3) and dAᵀ·c̄ (3×4)
+        let want_a: Vec<f32> = (0..6)
+            .map(|e| {
+                let (i, j) = (e / 3, e % 3);
+                (0..4).map(|k| cv[i * 4 + k] * dbv[j * 4 + k]).sum()
+            })
+            .collect();
+        let want_b: Vec<f32> = (0..12)
+            .map(|e| {
+                let (j, k) = (e / 4, e % 4);
+                (0..2).map(|i| dav[i * 3 + j] * cv[i * 4 + k]).sum()
+            })
+            .collect();
+        assert_close(&values(ha), &want_a, 1e-5, &format!("{name}: HVP of A"));
+        assert_close(&values(hb), &want_b, 1e-5, &format!("{name}: HVP of B"));
+        // a rank mismatch when reading a result, and a direction of the wrong shape
+        let [r, _] = einsum_hvp(
+            "ij,jk->ik",
+            [(&a).into(), (&b).into()],
+            (&cbar).into(),
+            [None, None],
+        )
+        .unwrap();
+        assert!(matches!(
+            r.into_tensor::<3>(),
+            Err(Error::RankMismatch { .. })
+        ));
+        let e = einsum_hvp(
+            "ij,jk->ik",
+            [(&a).into(), (&b).into()],
+            (&cbar).into(),
+            [Some((&db).into()), None],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, Error::ShapeMismatch { ref arg, .. } if arg == "tangent 0"),
+            "{name}: {e:?}"
         );
     }
 }

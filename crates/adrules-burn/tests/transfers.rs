@@ -55,7 +55,7 @@ fn a_matrix_free_implicit_pullback_moves_only_scalars() {
         match probe {
             Ok(_) => devices.push(("wgpu", Device::wgpu(DeviceKind::DefaultDevice))),
             Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
-                panic!("no wgpu adapter in CI (.ci/run installs mesa-vulkan-drivers)")
+                panic!("no wgpu adapter under CI=true (apt-get install mesa-vulkan-drivers)")
             }
             Err(_) => eprintln!("skipping wgpu: no adapter"),
         }

@@ -111,5 +111,5 @@ pub use convert::{
     adrules_dtype, adrules_error, candle_dtype, from_candle, to_candle, try_backward,
 };
 pub use implicit::{CandleConditions, CandleScalar, Implicit, implicit};
-pub use network::{einsum, ncon, network};
+pub use network::{einsum, einsum_hvp, ncon, network, network_hvp};
 pub use ops::{add, contract, trace};

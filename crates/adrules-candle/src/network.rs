@@ -105,3 +105,84 @@ pub fn einsum(subscripts: &str, operands: &[&Tensor]) -> candle_core::Result<Ten
 pub fn ncon<I: AsRef<[i64]>>(indices: &[I], operands: &[&Tensor]) -> candle_core::Result<Tensor> {
     plan_and_run(Network::ncon(indices, None), operands)
 }
+
+/// Second order through the core: the Hessian-vector product of
+/// `φ(T) = Re⟨c_bar, N(T)⟩` for the network `plan` along `directions` (one per operand,
+/// `None` a zero direction), for every operand, by the core's forward-over-reverse rule
+/// ([`NetworkPlan::hvp`]) run on candle tensors ([`CandleBackend`](crate::CandleBackend), on
+/// the operands' device). Each result has its operand's shape and dtype.
+///
+/// candle has no higher-order derivatives (its backward pass is not itself differentiable),
+/// so the HVP cannot come from nesting candle's autograd: it is computed here outside
+/// candle's graph, and the results are constants (detached tensors) for candle.
+///
+/// # Errors
+/// A typed [`Error`] wrapped in candle's error: [`Error::CountMismatch`] (`"operands"`,
+/// `"tangents"`); [`Error::ShapeMismatch`] / [`Error::DTypeMismatch`] naming `"operand k"`,
+/// `"tangent k"` or `"c_bar"`; [`Error::DeviceMismatch`] when the tensors live on different
+/// devices; unsupported dtypes.
+pub fn network_hvp(
+    plan: &NetworkPlan,
+    operands: &[&Tensor],
+    c_bar: &Tensor,
+    directions: &[Option<&Tensor>],
+) -> candle_core::Result<Vec<Tensor>> {
+    hvp(plan, operands, c_bar, directions).map_err(to_candle)
+}
+
+/// [`network_hvp`] for the Einstein string `subscripts` (planned as [`einsum`] does, through
+/// the core's [`PlanCache::global`]).
+///
+/// # Errors
+/// The string's and the planning errors (as [`einsum`]); otherwise as [`network_hvp`].
+pub fn einsum_hvp(
+    subscripts: &str,
+    operands: &[&Tensor],
+    c_bar: &Tensor,
+    directions: &[Option<&Tensor>],
+) -> candle_core::Result<Vec<Tensor>> {
+    let dims: Vec<&[usize]> = operands.iter().map(|t| t.dims()).collect();
+    PlanCache::global()
+        .einsum(subscripts, &dims)
+        .and_then(|p| hvp(&p, operands, c_bar, directions))
+        .map_err(to_candle)
+}
+
+fn hvp(
+    plan: &NetworkPlan,
+    operands: &[&Tensor],
+    c_bar: &Tensor,
+    directions: &[Option<&Tensor>],
+) -> Result<Vec<Tensor>> {
+    let first = operands.first().ok_or_else(|| Error::CountMismatch {
+        arg: "operands".into(),
+        expected: plan.num_operands(),
+        actual: 0,
+    })?;
+    let device = first.device();
+    for (k, t) in operands.iter().enumerate() {
+        check_device(t, device, &format!("operand {k}"))?;
+    }
+    for (k, t) in directions.iter().enumerate() {
+        if let Some(t) = t {
+            check_device(t, device, &format!("tangent {k}"))?;
+        }
+    }
+    check_device(c_bar, device, "c_bar")?;
+    let be = crate::CandleBackend::new(device.clone());
+    let x: Vec<Tensor> = operands.iter().map(|t| t.detach()).collect();
+    let v: Vec<Option<Tensor>> = directions.iter().map(|t| t.map(Tensor::detach)).collect();
+    let refs: Vec<&Tensor> = x.iter().collect();
+    let tangents: Vec<Option<&Tensor>> = v.iter().map(Option::as_ref).collect();
+    let r = plan.hvp(
+        &be,
+        &refs,
+        &c_bar.detach(),
+        &tangents,
+        &vec![true; operands.len()],
+    )?;
+    r.hvp
+        .into_iter()
+        .map(|h| h.ok_or_else(|| Error::invalid("operands", "no HVP for an active operand")))
+        .collect()
+}

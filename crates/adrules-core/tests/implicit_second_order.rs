@@ -96,28 +96,51 @@ fn t1_square_root_hvp_matches_the_closed_form() {
     let v = [t64(&[3], vec![0.3, 1.0, -0.7])];
     let want: Vec<Complex64> = (0..3)
         .map(|i| {
-            let (xi, yb, vi) = (data::<f64>(&x[0])[i], data::<f64>(&y_bar)[i], data::<f64>(&v[0])[i]);
+            let (xi, yb, vi) = (
+                data::<f64>(&x[0])[i],
+                data::<f64>(&y_bar)[i],
+                data::<f64>(&v[0])[i],
+            );
             Complex64::new(-yb * vi / (4.0 * xi.powf(1.5)), 0.0)
         })
         .collect();
     for method in [Method::Lu, Method::Gmres] {
         let opts = SolverOptions::from(method);
-        let closures = ImplicitFunction::new(sqrt_solver, sqrt_closures).with_linear_solver(opts.clone());
+        let closures =
+            ImplicitFunction::new(sqrt_solver, sqrt_closures).with_linear_solver(opts.clone());
         let (_, (), lin) = closures.vjp(&x, &()).unwrap();
         let got = lin.hvp(&y_bar, &v).unwrap();
-        assert!(rel(&cv(&got[0]), &want) < 1e-12, "closures, {method:?}: {got:?}");
-        let network = ImplicitFunction::<f64, _, _, _, _>::new(sqrt_solver, sqrt_network(3)).with_linear_solver(opts);
+        assert!(
+            rel(&cv(&got[0]), &want) < 1e-12,
+            "closures, {method:?}: {got:?}"
+        );
+        let network = ImplicitFunction::<f64, _, _, _, _>::new(sqrt_solver, sqrt_network(3))
+            .with_linear_solver(opts);
         let (_, (), lin) = network.vjp(&x, &()).unwrap();
         let r = lin.hvp_with(&y_bar, &v, None).unwrap();
-        assert!(rel(&cv(&r.hvp[0]), &want) < 1e-12, "network, {method:?}: {:?}", r.hvp);
+        assert!(
+            rel(&cv(&r.hvp[0]), &want) < 1e-12,
+            "network, {method:?}: {:?}",
+            r.hvp
+        );
         // the gradient that comes with it: ȳ/(2√x)
         let g: Vec<Complex64> = (0..3)
-            .map(|i| Complex64::new(data::<f64>(&y_bar)[i] / (2.0 * data::<f64>(&x[0])[i].sqrt()), 0.0))
+            .map(|i| {
+                Complex64::new(
+                    data::<f64>(&y_bar)[i] / (2.0 * data::<f64>(&x[0])[i].sqrt()),
+                    0.0,
+                )
+            })
             .collect();
         assert!(rel(&cv(&r.gradient[0]), &g) < 1e-12);
         // dy = v/(2√x)
         let dy: Vec<Complex64> = (0..3)
-            .map(|i| Complex64::new(data::<f64>(&v[0])[i] / (2.0 * data::<f64>(&x[0])[i].sqrt()), 0.0))
+            .map(|i| {
+                Complex64::new(
+                    data::<f64>(&v[0])[i] / (2.0 * data::<f64>(&x[0])[i].sqrt()),
+                    0.0,
+                )
+            })
             .collect();
         assert!(rel(&cv(&r.dy), &dy) < 1e-12);
     }
@@ -133,7 +156,10 @@ fn general_form_with_a_cotangent_that_depends_on_y() {
     let v = [t64(&[3], vec![0.3, 1.0, -0.7])];
     let identity = |dy: &HostTensor| Ok(dy.clone());
     let r = lin.hvp_with(&y, &v, Some(&identity)).unwrap();
-    for (g, h) in data::<f64>(&r.gradient[0]).iter().zip(data::<f64>(&r.hvp[0])) {
+    for (g, h) in data::<f64>(&r.gradient[0])
+        .iter()
+        .zip(data::<f64>(&r.hvp[0]))
+    {
         assert!((g - 0.5).abs() < 1e-14, "gradient {g}");
         assert!(h.abs() < 1e-14, "HVP {h}");
     }
@@ -143,7 +169,10 @@ fn general_form_with_a_cotangent_that_depends_on_y() {
     // a ȳ̇ of the wrong shape is a typed error
     let wrong = |_: &HostTensor| Ok(t64(&[2], vec![0.0, 0.0]));
     let e = lin.hvp_with(&y, &v, Some(&wrong)).unwrap_err();
-    assert!(matches!(e, Error::ShapeMismatch { ref arg, .. } if arg == "y_bar_dot"), "{e:?}");
+    assert!(
+        matches!(e, Error::ShapeMismatch { ref arg, .. } if arg == "y_bar_dot"),
+        "{e:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -189,9 +218,14 @@ fn t5_fixed_point_second_derivative() {
     let y1 = y.cos() / d;
     assert!((y1 - 0.4416107917053284).abs() < 1e-14);
     let y2 = -(y.sin() * y1 * d + y.cos() * (y.sin() + th * y.cos() * y1)) / (d * d);
-    let h = lin.hvp(&t64(&[1], vec![1.0]), &[t64(&[1], vec![1.0])]).unwrap();
+    let h = lin
+        .hvp(&t64(&[1], vec![1.0]), &[t64(&[1], vec![1.0])])
+        .unwrap();
     let got = data::<f64>(&h[0])[0];
-    assert!((got - y2).abs() < 1e-13 * y2.abs(), "y'' = {got}, closed form {y2}");
+    assert!(
+        (got - y2).abs() < 1e-13 * y2.abs(),
+        "y'' = {got}, closed form {y2}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -206,7 +240,10 @@ fn t13_solow_steady_state_second_derivative() {
     let (a, n, delta, alpha) = (1.0, 0.01, 0.05, 0.3);
     let solve = move |x: &[HostTensor], _: &()| {
         let s = x[0].as_slice::<f64>()?[0];
-        Ok((t64(&[1], vec![(s * a / (n + delta)).powf(1.0 / (1.0 - alpha))]), ()))
+        Ok((
+            t64(&[1], vec![(s * a / (n + delta)).powf(1.0 / (1.0 - alpha))]),
+            (),
+        ))
     };
     let conditions = move |p: &Point<(), ()>| {
         let s = p.x_data::<f64>(0)?[0];
@@ -239,7 +276,10 @@ fn t13_solow_steady_state_second_derivative() {
         .unwrap();
     assert!((data::<f64>(&r.gradient[0])[0] - 39.88793931558703).abs() < 1e-10);
     let got = data::<f64>(&r.hvp[0])[0];
-    assert!((got - want).abs() < 1e-12 * want, "d²k/ds² = {got}, closed form {want}");
+    assert!(
+        (got - want).abs() < 1e-12 * want,
+        "d²k/ds² = {got}, closed form {want}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -257,9 +297,17 @@ fn bilinear_conditions(n: usize, b: HostTensor) -> NetworkConditions<Strided> {
         &[TermOperand::Input(0), TermOperand::Unknown],
     )
     .unwrap()
-    .term(1.0, einsum_plan("i->i", &[vec![n]]), &[TermOperand::Constant(kb)])
+    .term(
+        1.0,
+        einsum_plan("i->i", &[vec![n]]),
+        &[TermOperand::Constant(kb)],
+    )
     .unwrap()
-    .term(-1.0, einsum_plan("i->i", &[vec![n]]), &[TermOperand::Unknown])
+    .term(
+        -1.0,
+        einsum_plan("i->i", &[vec![n]]),
+        &[TermOperand::Unknown],
+    )
     .unwrap()
 }
 
@@ -280,13 +328,20 @@ fn bilinear_case<T: ImplicitScalar>(dtype: DType, tol: f64) {
     let solve = move |x: &[HostTensor], _: &()| {
         let xs = x[0].data().to_c64_vec();
         let m = Mat::<Complex64>::from_fn(n, n, |i, j| {
-            (if i == j { Complex64::new(1.0, 0.0) } else { Complex64::new(0.0, 0.0) }) - xs[i * n + j]
+            (if i == j {
+                Complex64::new(1.0, 0.0)
+            } else {
+                Complex64::new(0.0, 0.0)
+            }) - xs[i * n + j]
         });
         let rhs = Mat::<Complex64>::from_fn(n, 1, |i, _| bv_solver[i]);
         let y = m.partial_piv_lu().solve(&rhs);
         let y: Vec<Complex64> = (0..n).map(|i| y[(i, 0)]).collect();
         Ok((
-            HostTensor::new(&[n], adrules_core::HostData::from_c64_projected(&y, x[0].dtype()))?,
+            HostTensor::new(
+                &[n],
+                adrules_core::HostData::from_c64_projected(&y, x[0].dtype()),
+            )?,
             (),
         ))
     };
@@ -296,7 +351,11 @@ fn bilinear_case<T: ImplicitScalar>(dtype: DType, tol: f64) {
     // dense closed form in Complex64
     let xs = xt.data().to_c64_vec();
     let im = Mat::<Complex64>::from_fn(n, n, |i, j| {
-        (if i == j { Complex64::new(1.0, 0.0) } else { Complex64::new(0.0, 0.0) }) - xs[i * n + j]
+        (if i == j {
+            Complex64::new(1.0, 0.0)
+        } else {
+            Complex64::new(0.0, 0.0)
+        }) - xs[i * n + j]
     });
     let lu = im.partial_piv_lu();
     let lu_h = im.adjoint().to_owned();
@@ -320,15 +379,17 @@ fn bilinear_case<T: ImplicitScalar>(dtype: DType, tol: f64) {
     let h = 1e-5;
     let shifted = |s: f64| {
         let xs: Vec<Complex64> = xs.iter().zip(&dxs).map(|(x, d)| x + d * s).collect();
-        let (_, (), l): (_, _, Linearization<T>) =
-            f.vjp(&[to_t(&xs, &[n, n])], &()).unwrap();
+        let (_, (), l): (_, _, Linearization<T>) = f.vjp(&[to_t(&xs, &[n, n])], &()).unwrap();
         cv(&l.vjp(&y_bar).unwrap()[0])
     };
     if dtype.is_double() {
         let (p, m) = (shifted(h), shifted(-h));
         let fd: Vec<Complex64> = p.iter().zip(&m).map(|(p, m)| (p - m) / (2.0 * h)).collect();
         let e = rel(&cv(&got[0]), &fd);
-        assert!(e < 1e-7, "{dtype}: against central differences of the gradient: {e:e}");
+        assert!(
+            e < 1e-7,
+            "{dtype}: against central differences of the gradient: {e:e}"
+        );
     }
 }
 
@@ -359,7 +420,11 @@ impl Layout {
         let r = a.dims().len();
         let n = a.dims()[r - 1];
         let nb = a.dims()[..r - 2].iter().product();
-        let k = if b.dims().len() == r - 1 { 1 } else { b.dims()[r - 1] };
+        let k = if b.dims().len() == r - 1 {
+            1
+        } else {
+            b.dims()[r - 1]
+        };
         Layout { nb, n, k }
     }
 }
@@ -424,11 +489,19 @@ fn replay_hvp<T: ImplicitScalar>(case: &OracleCase, dtype: DType, tol: f64) -> u
         for (name, g) in ["a", "b"].iter().zip(&got) {
             let want = cv(&probe.hvp[*name]);
             let e = rel(&cv(g), &want);
-            assert!(e < tol, "{} ({dtype}) HVP {name}: relative error {e:e} > {tol:e}", case.id);
+            assert!(
+                e < tol,
+                "{} ({dtype}) HVP {name}: relative error {e:e} > {tol:e}",
+                case.id
+            );
             // the file's own second-order tolerance, elementwise
             let t = case.second_order_tolerance();
             for (g, w) in cv(g).iter().zip(&want) {
-                assert!((g - w).norm() <= t.atol + t.rtol * w.norm() + tol * 10.0, "{} {name}", case.id);
+                assert!(
+                    (g - w).norm() <= t.atol + t.rtol * w.norm() + tol * 10.0,
+                    "{} {name}",
+                    case.id
+                );
             }
         }
         checked += 1;
@@ -441,7 +514,10 @@ fn solve_oracle_hvp_in_every_dtype() {
     let dir = oracle_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let cases = load(&dir.join("solve.jsonl")).unwrap();
     let mut checked = 0;
-    for case in cases.iter().filter(|c| c.probes.iter().any(|p| !p.hvp.is_empty())) {
+    for case in cases
+        .iter()
+        .filter(|c| c.probes.iter().any(|p| !p.hvp.is_empty()))
+    {
         match case.dtype {
             DType::F64 => {
                 checked += replay_hvp::<f64>(case, DType::F64, 1e-9);
@@ -473,7 +549,9 @@ fn second_order_errors_are_typed() {
     };
     let x = [t64(&[2], vec![4.0, 9.0])];
     let y_bar = t64(&[2], vec![1.0, 1.0]);
-    let (_, (), lin) = ImplicitFunction::new(sqrt_solver, no_second).vjp(&x, &()).unwrap();
+    let (_, (), lin) = ImplicitFunction::new(sqrt_solver, no_second)
+        .vjp(&x, &())
+        .unwrap();
     let e = lin.hvp(&y_bar, &x).unwrap_err();
     assert!(matches!(e, Error::Unsupported { .. }), "{e:?}");
     // dense Jacobians have no second derivatives
@@ -483,15 +561,25 @@ fn second_order_errors_are_typed() {
         let b = Mat::<f64>::from_fn(2, 2, |i, j| if i == j { -1.0 } else { 0.0 });
         DenseMaps::new(a, b)
     };
-    let (_, (), lin) = ImplicitFunction::new(sqrt_solver, dense).vjp(&x, &()).unwrap();
+    let (_, (), lin) = ImplicitFunction::new(sqrt_solver, dense)
+        .vjp(&x, &())
+        .unwrap();
     let e = lin.hvp(&y_bar, &x).unwrap_err();
     assert!(matches!(e, Error::Unsupported { .. }), "{e:?}");
     // wrong number or shape of tangents, wrong cotangent
-    let (_, (), lin) = ImplicitFunction::<f64, _, _, _, _>::new(sqrt_solver, sqrt_network(2)).vjp(&x, &()).unwrap();
+    let (_, (), lin) = ImplicitFunction::<f64, _, _, _, _>::new(sqrt_solver, sqrt_network(2))
+        .vjp(&x, &())
+        .unwrap();
     let e = lin.hvp(&y_bar, &[]).unwrap_err();
-    assert!(matches!(e, Error::CountMismatch { ref arg, .. } if arg == "dx"), "{e:?}");
+    assert!(
+        matches!(e, Error::CountMismatch { ref arg, .. } if arg == "dx"),
+        "{e:?}"
+    );
     let e = lin.hvp(&y_bar, &[t64(&[3], vec![0.0; 3])]).unwrap_err();
-    assert!(matches!(e, Error::ShapeMismatch { ref arg, .. } if arg == "dx[0]"), "{e:?}");
+    assert!(
+        matches!(e, Error::ShapeMismatch { ref arg, .. } if arg == "dx[0]"),
+        "{e:?}"
+    );
     let e = lin.hvp(&t64(&[3], vec![0.0; 3]), &x).unwrap_err();
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e:?}");
     // the caller's tensors are unchanged

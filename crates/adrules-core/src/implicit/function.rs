@@ -494,9 +494,11 @@ impl<T: ImplicitScalar> Linearization<T> {
         let first = self.vjp_many(std::slice::from_ref(y_bar), None)?;
         let u = first.adjoint;
         let tangent = self.jvp_many(&[dx], None)?;
-        let dy = tangent.dy.into_iter().next().ok_or_else(|| {
-            Error::invalid("dx", "the pushforward returned no tangent")
-        })?;
+        let dy = tangent
+            .dy
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::invalid("dx", "the pushforward returned no tangent"))?;
         let dyv = typed::<T>(&dy, "dy")?.to_vec();
         let (mut wy, mut wx) = (vec![T::zero(); m], vec![T::zero(); n]);
         if m > 0 {

@@ -17,10 +17,10 @@
 //! back (`O(m + n)` per product). A fixed point `y = N(x, y)` is
 //! [`FixedPoint`](super::FixedPoint) around these conditions.
 
+use crate::alloc::HeapAllocator;
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::host::{HostElement, HostTensor};
-use crate::alloc::HeapAllocator;
 use crate::network::{NetworkPlan, NetworkPullback, SecondOrder};
 use crate::scalar::DynScalar;
 use crate::spec::Dims;
@@ -432,7 +432,9 @@ where
                 active: &active,
                 gradient: false,
             };
-            let r = term.plan.second_order(be, &HeapAllocator, &refs, &request)?;
+            let r = term
+                .plan
+                .second_order(be, &HeapAllocator, &refs, &request)?;
             let gamma = T::from_dyn(term.coefficient)?.conj();
             for (o, h) in term.operands.iter().zip(r.hvp) {
                 let (out, Some(h)) = (
@@ -445,9 +447,9 @@ where
                 ) else {
                     continue;
                 };
-                for (w, v) in out
-                    .iter_mut()
-                    .zip(download::<B, T>(be, &h, "network cotangent tangent")?)
+                for (w, v) in
+                    out.iter_mut()
+                        .zip(download::<B, T>(be, &h, "network cotangent tangent")?)
                 {
                     *w += gamma * v;
                 }

@@ -22,12 +22,11 @@
 //! Only what the HVP reads is computed: the tangent of the last step's output is not needed
 //! (the output cotangent is given), the first-order cotangents of the operands are computed
 //! only when the gradient is asked for, and a step whose incoming cotangent tangent and
-//! operand tangents are all zero contributes nothing. For a chain of pairwise contractions
-//! with every operand active, the HVP is the primal (`s` contractions), the tangents of the
-//! intermediates (two per step but the last), the intermediate cotangents (one per step but
-//! the first) and four per step for the cotangent tangents (two where a tangent is zero):
-//! about twice the gradient's `3s` contractions (`cargo xtask bench`, group `hvp`, measures
-//! the ratio).
+//! operand tangents are all zero contributes nothing. For a chain of `s` pairwise
+//! contractions with every operand active, the HVP is `8s − 5` contractions (the primal `s`,
+//! the intermediates' tangents `2(s − 1)`, their cotangents `s − 1`, four per step for the
+//! cotangent tangents but two at the last step) against the gradient's `3s`; `cargo xtask
+//! bench` (group `hvp`) measures the time ratio.
 //!
 //! Each value is read by exactly one step (the plan is a tree), so neither cotangents nor
 //! their tangents are summed across steps.

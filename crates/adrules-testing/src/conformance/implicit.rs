@@ -213,7 +213,11 @@ where
         let hx: Vec<Complex64> = du.iter().map(|d| gamma.conj() * d).collect();
         check(&hv[1], &hx, "HVP of x")?;
     } else {
-        check(&hv[0], &[Complex64::new(0.0, 0.0); N], "HVP of a linear map")?;
+        check(
+            &hv[0],
+            &[Complex64::new(0.0, 0.0); N],
+            "HVP of a linear map",
+        )?;
     }
 
     // Adjoint test between the two.
