@@ -534,6 +534,9 @@ fn stencil_hvp(
         .collect()
 }
 
+/// Per operand, a value or none.
+type Values = Vec<Option<Value>>;
+
 /// `Re Σ_k ⟨a_k, b_k⟩` over the entries present in both.
 fn real_inner(a: &[Option<Value>], b: &[Option<Value>]) -> Result<f64> {
     let mut s = 0.0;
@@ -592,29 +595,28 @@ fn check_network_hvp<B: Backend>(
     let xs: Vec<B::Tensor> = x.iter().map(upload).collect::<Result<_>>().map_err(err)?;
     let refs: Vec<&B::Tensor> = xs.iter().collect();
     let cbar_dev = upload(&c_bar).map_err(err)?;
-    let hvp_of =
-        |dir: &[Value], gradient: bool| -> Result<(Vec<Option<Value>>, Vec<Option<Value>>)> {
-            let dev: Vec<Option<B::Tensor>> = dir
-                .iter()
-                .zip(active)
-                .map(|(d, &on)| on.then(|| upload(d)).transpose())
-                .collect::<Result<_>>()?;
-            let tangents: Vec<Option<&B::Tensor>> = dev.iter().map(Option::as_ref).collect();
-            let request = SecondOrder {
-                c_bar: &cbar_dev,
-                c_bar_dot: None,
-                tangents: &tangents,
-                active,
-                gradient,
-            };
-            let r = plan.second_order(be, &adrules_core::HeapAllocator, &refs, &request)?;
-            let host = |ts: Vec<Option<B::Tensor>>| -> Result<Vec<Option<Value>>> {
-                ts.into_iter()
-                    .map(|t| t.map(|t| Ok(Value::Tensor(be.to_host(&t)?))).transpose())
-                    .collect()
-            };
-            Ok((host(r.hvp)?, host(r.gradient)?))
+    let hvp_of = |dir: &[Value], gradient: bool| -> Result<(Values, Values)> {
+        let dev: Vec<Option<B::Tensor>> = dir
+            .iter()
+            .zip(active)
+            .map(|(d, &on)| on.then(|| upload(d)).transpose())
+            .collect::<Result<_>>()?;
+        let tangents: Vec<Option<&B::Tensor>> = dev.iter().map(Option::as_ref).collect();
+        let request = SecondOrder {
+            c_bar: &cbar_dev,
+            c_bar_dot: None,
+            tangents: &tangents,
+            active,
+            gradient,
         };
+        let r = plan.second_order(be, &adrules_core::HeapAllocator, &refs, &request)?;
+        let host = |ts: Vec<Option<B::Tensor>>| -> Result<Vec<Option<Value>>> {
+            ts.into_iter()
+                .map(|t| t.map(|t| Ok(Value::Tensor(be.to_host(&t)?))).transpose())
+                .collect()
+        };
+        Ok((host(r.hvp)?, host(r.gradient)?))
+    };
     let (hv, grad) = hvp_of(&v, true).map_err(err)?;
     let (hu, _) = hvp_of(&u, false).map_err(err)?;
     // the gradient that comes with the HVP is the first-order pullback
