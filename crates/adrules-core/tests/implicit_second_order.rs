@@ -8,7 +8,8 @@
 //! - central differences of the implicit gradient (the solver run at `x ± h·v`);
 //! - the `hvp` entries of `solve.jsonl` (PyTorch), in all four dtypes;
 //!
-//! and the general form (a cotangent that depends on `y`) and the typed errors.
+//! and the dense Hessian from HVPs, the general form (a cotangent that depends on `y`) and
+//! the typed errors.
 
 mod implicit_support;
 
@@ -143,6 +144,33 @@ fn t1_square_root_hvp_matches_the_closed_form() {
             })
             .collect();
         assert!(rel(&cv(&r.dy), &dy) < 1e-12);
+    }
+}
+
+/// The dense Hessian of T1 is diagonal, `−ȳ_i/(4x_i^{3/2})`, and for a complex problem it
+/// is symmetric in real coordinates.
+#[test]
+fn dense_hessian_from_hvps() {
+    let x = [t64(&[3], vec![4.0, 9.0, 2.0])];
+    let y_bar = t64(&[3], vec![1.0, -2.0, 0.5]);
+    let f = ImplicitFunction::<f64, _, _, _, _>::new(sqrt_solver, sqrt_network(3));
+    let (_, (), lin) = f.vjp(&x, &()).unwrap();
+    let h = lin.hessian(&y_bar).unwrap();
+    assert_eq!(h.dims(), &[3, 3]);
+    let hv = h.as_slice::<f64>().unwrap();
+    for i in 0..3 {
+        for j in 0..3 {
+            let want = if i == j {
+                -data::<f64>(&y_bar)[i] / (4.0 * data::<f64>(&x[0])[i].powf(1.5))
+            } else {
+                0.0
+            };
+            assert!(
+                (hv[i * 3 + j] - want).abs() < 1e-14,
+                "H[{i},{j}] = {}",
+                hv[i * 3 + j]
+            );
+        }
     }
 }
 
@@ -375,6 +403,22 @@ fn bilinear_case<T: ImplicitScalar>(dtype: DType, tol: f64) {
         .collect();
     let e = rel(&cv(&got[0]), &want);
     assert!(e < tol, "{dtype}: relative error {e:e}");
+    if dtype == DType::C64 {
+        // the dense Hessian in real coordinates (50 of them) is symmetric
+        let h = lin.hessian(&y_bar).unwrap();
+        let d = 2 * n * n;
+        assert_eq!(h.dims(), &[d, d]);
+        let hv = h.as_slice::<f64>().unwrap();
+        let scale = hv.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        for r in 0..d {
+            for c in 0..d {
+                assert!(
+                    (hv[r * d + c] - hv[c * d + r]).abs() <= 1e-12 * scale,
+                    "H[{r},{c}]"
+                );
+            }
+        }
+    }
     // the HVP against central differences of the implicit gradient
     let h = 1e-5;
     let shifted = |s: f64| {

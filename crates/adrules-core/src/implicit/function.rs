@@ -547,6 +547,57 @@ impl<T: ImplicitScalar> Linearization<T> {
         })
     }
 
+    /// The dense Hessian of `φ(x) = Re⟨ȳ, y(x)⟩`, one [`hvp`](Self::hvp) per real coordinate
+    /// (for small problems and tests; each HVP runs the three solves). Coordinates: the inputs
+    /// in order, each flattened row-major; a complex element contributes its real part then
+    /// its imaginary part. Entry `(i, j)` is `∂²φ/∂ξ_i∂ξ_j` (symmetric up to the solves'
+    /// accuracy); a row-major `D×D` host tensor of the real dtype of `T`.
+    ///
+    /// # Errors
+    /// As [`hvp`](Self::hvp).
+    pub fn hessian(&self, y_bar: &HostTensor) -> Result<HostTensor> {
+        let complex = T::DTYPE.is_complex();
+        let parts: &[bool] = if complex { &[false, true] } else { &[false] };
+        let mut coords: Vec<(usize, usize, bool)> = Vec::new();
+        for (i, dims) in self.inner.x_dims.iter().enumerate() {
+            let len: usize = dims.iter().product();
+            for e in 0..len {
+                for &im in parts {
+                    coords.push((i, e, im));
+                }
+            }
+        }
+        let d = coords.len();
+        let real = T::DTYPE.real();
+        let mut h = HostTensor::zeros(&[d, d], real)?;
+        for (j, &(i, e, im)) in coords.iter().enumerate() {
+            let mut dx: Vec<HostTensor> = self
+                .inner
+                .x_dims
+                .iter()
+                .map(|dims| HostTensor::zeros(dims, T::DTYPE))
+                .collect::<Result<_>>()?;
+            let one = if im {
+                crate::Complex64::new(0.0, 1.0)
+            } else {
+                crate::Complex64::new(1.0, 0.0)
+            };
+            dx[i]
+                .data_mut()
+                .set_projected(e, crate::DynScalar::C64(one))?;
+            let column = self.hvp(y_bar, &dx)?;
+            let column: Vec<Vec<crate::Complex64>> =
+                column.iter().map(|t| t.data().to_c64_vec()).collect();
+            for (r, &(i2, e2, im2)) in coords.iter().enumerate() {
+                let z = column[i2][e2];
+                let v = if im2 { z.im } else { z.re };
+                h.data_mut()
+                    .set_projected(r * d + j, crate::DynScalar::F64(v))?;
+            }
+        }
+        Ok(h)
+    }
+
     /// Pullback of one output cotangent: `x̄ = Jᴴ·ȳ`, one tensor per input.
     ///
     /// # Errors
