@@ -630,3 +630,46 @@ fn second_order_errors_are_typed() {
     assert_eq!(data::<f64>(&x[0]), vec![4.0, 9.0]);
     assert_eq!(data::<f64>(&y_bar), vec![1.0, 1.0]);
 }
+
+/// The finite-difference source of second derivatives (tests only,
+/// `FiniteDifferenceConditions::with_second_order`) on user conditions with no second-order
+/// map: T1's `c = y⊙y − x` against the closed form; without the option the HVP is refused.
+#[test]
+fn finite_difference_second_order_for_closures() {
+    use adrules_testing::implicit::FiniteDifferenceConditions;
+    let c = |p: &Point<(), ()>| -> Result<Vec<f64>> {
+        let (x, y) = (p.x_data::<f64>(0)?, p.y_data::<f64>()?);
+        Ok(y.iter().zip(x).map(|(y, x)| y * y - x).collect())
+    };
+    let f = ImplicitFunction::new(
+        sqrt_solver,
+        FiniteDifferenceConditions::new(c).with_second_order(),
+    );
+    let x = [t64(&[3], vec![4.0, 9.0, 2.0])];
+    let y_bar = t64(&[3], vec![1.0, -2.0, 0.5]);
+    let v = [t64(&[3], vec![0.3, 1.0, -0.7])];
+    let (_, (), lin): (_, _, Linearization<f64>) = f.vjp(&x, &()).unwrap();
+    let got = lin.hvp(&y_bar, &v).unwrap();
+    let want: Vec<Complex64> = (0..3)
+        .map(|i| {
+            let (xi, yb, vi) = (
+                data::<f64>(&x[0])[i],
+                data::<f64>(&y_bar)[i],
+                data::<f64>(&v[0])[i],
+            );
+            Complex64::new(-yb * vi / (4.0 * xi.powf(1.5)), 0.0)
+        })
+        .collect();
+    let e = rel(&cv(&got[0]), &want);
+    assert!(
+        e < 1e-6,
+        "finite-difference second order: relative error {e:e}"
+    );
+    // without with_second_order the HVP is refused, not guessed
+    let f = ImplicitFunction::new(sqrt_solver, FiniteDifferenceConditions::new(c));
+    let (_, (), lin): (_, _, Linearization<f64>) = f.vjp(&x, &()).unwrap();
+    assert!(matches!(
+        lin.hvp(&y_bar, &v),
+        Err(Error::Unsupported { .. })
+    ));
+}
