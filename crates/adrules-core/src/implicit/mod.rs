@@ -32,6 +32,11 @@
 //!   [`Method`]): dense LU and Cholesky (faer), matrix-free restarted GMRES and CG; the
 //!   [`Structure`] tag of `A` picks one under [`Method::Auto`].
 //! - Forms: [`FixedPoint`] (`y = T(x, y)`, `c = T − y`) and [`Argmin`] (`c = ∇_y f`).
+//! - Second order: [`Linearization::hvp`] / [`Linearization::hvp_with`] (Hessian-vector
+//!   products by the second-order implicit function theorem, three solves with the one
+//!   factorization) and [`Linearization::hessian`]; the conditions' second derivatives come
+//!   from [`LinearMaps::adjoint_tangent`] ([`NetworkConditions`] derive them from the network
+//!   rules, [`FnMaps::with_second_order`] takes them as a closure).
 //! - [`device`]: the matrix-free adjoint solve and pullback on a [`Backend`](crate::Backend)'s
 //!   tensors ([`device::AdjointMaps`], [`device::solve_adjoint`], [`device::pullback`]):
 //!   GMRES and CG whose vectors stay on the engine's device, only scalars read back.

@@ -11,7 +11,11 @@
 //! - `Aᴴ·u = Σ_k conj(γ_k) · Σ_{slots of y} (slot cotangent)`: one network pullback
 //!   ([`NetworkPullback::pullback`]) of `u`, recorded once per point and applied to every
 //!   right-hand side;
-//! - `B·v` and `Bᴴ·u` the same with the slots of each input.
+//! - `B·v` and `Bᴴ·u` the same with the slots of each input;
+//! - second derivatives ([`LinearMaps::adjoint_tangent`]): the tangents of `Aᴴ·u` and `Bᴴ·u`
+//!   along `(dx, dy)` are the network second-order rule ([`NetworkPlan::second_order`]) of
+//!   each term with the cotangent `u` and the tangents in their slots, summed with
+//!   `conj(γ_k)`.
 //!
 //! Everything runs on any [`Backend`]; the maps copy each host vector to the backend and
 //! back (`O(m + n)` per product). A fixed point `y = N(x, y)` is
