@@ -24,53 +24,7 @@ use adrules_core::{Complex32, Complex64, DType, HostTensor, Result};
 use adrules_testing::Value;
 use adrules_testing::oracle::{OracleCase, load, oracle_dir};
 use faer::Mat;
-use faer::linalg::solvers::{PartialPivLu, Solve};
 use implicit_support::*;
-
-/// The batch layout of a case: `nb` systems of size `n` with `k` right-hand sides each.
-#[derive(Clone, Copy, Debug)]
-struct Layout {
-    nb: usize,
-    n: usize,
-    k: usize,
-}
-
-impl Layout {
-    fn of(a: &HostTensor, b: &HostTensor) -> Layout {
-        let r = a.dims().len();
-        let n = a.dims()[r - 1];
-        let nb = a.dims()[..r - 2].iter().product();
-        let k = if b.dims().len() == r - 1 {
-            1
-        } else {
-            b.dims()[r - 1]
-        };
-        Layout { nb, n, k }
-    }
-    /// elements of one matrix `a`, one block `y` (n×k, row-major)
-    fn sizes(self) -> (usize, usize) {
-        (self.n * self.n, self.n * self.k)
-    }
-}
-
-/// The solver: one faer LU per batch element (in the case's precision).
-fn solve<T: ImplicitScalar>(x: &[HostTensor], _: &()) -> Result<(HostTensor, ())> {
-    let l = Layout::of(&x[0], &x[1]);
-    let (a, b) = (data::<T>(&x[0]), data::<T>(&x[1]));
-    let (sa, sy) = l.sizes();
-    let mut y = vec![T::zero(); b.len()];
-    for bt in 0..l.nb {
-        let am = Mat::from_fn(l.n, l.n, |i, q| a[bt * sa + i * l.n + q]);
-        let mut rhs = Mat::from_fn(l.n, l.k, |i, c| b[bt * sy + i * l.k + c]);
-        PartialPivLu::new(am.as_ref()).solve_in_place(rhs.as_mut());
-        for i in 0..l.n {
-            for c in 0..l.k {
-                y[bt * sy + i * l.k + c] = rhs[(i, c)];
-            }
-        }
-    }
-    Ok((tensor(x[1].dims(), y), ()))
-}
 
 /// Matrix-free maps of `c = a·y − b`: `A·V = a·V`, `Aᴴ·U = aᴴ·U`, `B·(da, db) = da·y − db`,
 /// `Bᴴ·U = (U·yᴴ, −U)`, batch by batch.
@@ -211,7 +165,7 @@ fn replay<T: ImplicitScalar>(case: &OracleCase) -> f64 {
         };
         for src in ["matrix-free", "dense"] {
             let label = format!("{} / {src} / {method:?} (κ = {kappa:.1})", case.id);
-            let (solver, calls) = refusing(solve::<T>);
+            let (solver, calls) = refusing(solve_batched::<T>);
             let conditions = move |p: &Point<(), ()>| -> Result<Box<dyn LinearMaps<T>>> {
                 Ok(if src == "dense" {
                     Box::new(dense::<T>(p)?)
@@ -297,7 +251,7 @@ fn zero_size_batches_have_empty_tangents_and_zero_cotangents() {
         tensor::<f64>(&[2, 0, 0], vec![]),
         tensor::<f64>(&[2, 0, 3], vec![]),
     ];
-    let f = ImplicitFunction::new(solve::<f64>, matrix_free::<f64>);
+    let f = ImplicitFunction::new(solve_batched::<f64>, matrix_free::<f64>);
     let (y, (), lin) = f.vjp(&x, &()).unwrap();
     assert_eq!(y.dims(), &[2, 0, 3]);
     let xbar = lin.vjp(&y).unwrap();
@@ -308,7 +262,7 @@ fn zero_size_batches_have_empty_tangents_and_zero_cotangents() {
         tensor::<Complex64>(&[0, 5, 5], vec![]),
         tensor::<Complex64>(&[0, 5], vec![]),
     ];
-    let f = ImplicitFunction::new(solve::<Complex64>, dense::<Complex64>);
+    let f = ImplicitFunction::new(solve_batched::<Complex64>, dense::<Complex64>);
     let (y, (), t) = f.jvp(&x, &(), std::slice::from_ref(&x)).unwrap();
     assert_eq!(y.dims(), &[0, 5]);
     assert_eq!(t.dy[0].dims(), &[0, 5]);

@@ -26,7 +26,7 @@ use adrules_testing::Rng;
 use adrules_testing::oracle::{OracleCase, load, oracle_dir};
 use faer::Mat;
 use faer::linalg::solvers::Solve;
-use implicit_support::{cv, data, t64, tensor};
+use implicit_support::{cv, data, solve_batched, t64};
 
 fn einsum_plan(subscripts: &str, dims: &[Vec<usize>]) -> NetworkPlan {
     let net = Network::einsum(subscripts).unwrap();
@@ -450,46 +450,6 @@ fn bilinear_fixed_point_through_the_network_rules() {
 // second derivatives (∇_y g = aᴴ·u with tangent daᴴ·u, ∇_a g = u·yᴴ with tangent u·dyᴴ) come
 // from the network rules.
 // ---------------------------------------------------------------------------------------
-
-/// `nb` systems of size `n` with `k` right-hand sides.
-#[derive(Clone, Copy)]
-struct Layout {
-    nb: usize,
-    n: usize,
-    k: usize,
-}
-
-impl Layout {
-    fn of(a: &HostTensor, b: &HostTensor) -> Layout {
-        let r = a.dims().len();
-        let n = a.dims()[r - 1];
-        let nb = a.dims()[..r - 2].iter().product();
-        let k = if b.dims().len() == r - 1 {
-            1
-        } else {
-            b.dims()[r - 1]
-        };
-        Layout { nb, n, k }
-    }
-}
-
-fn solve_batched<T: ImplicitScalar>(x: &[HostTensor], _: &()) -> Result<(HostTensor, ())> {
-    let l = Layout::of(&x[0], &x[1]);
-    let (a, b) = (data::<T>(&x[0]), data::<T>(&x[1]));
-    let (sa, sy) = (l.n * l.n, l.n * l.k);
-    let mut y = vec![T::zero(); b.len()];
-    for bt in 0..l.nb {
-        let am = Mat::from_fn(l.n, l.n, |i, q| a[bt * sa + i * l.n + q]);
-        let rhs = Mat::from_fn(l.n, l.k, |i, c| b[bt * sy + i * l.k + c]);
-        let s = am.partial_piv_lu().solve(&rhs);
-        for i in 0..l.n {
-            for c in 0..l.k {
-                y[bt * sy + i * l.k + c] = s[(i, c)];
-            }
-        }
-    }
-    Ok((tensor(x[1].dims(), y), ()))
-}
 
 /// `c = a·y − b` as networks (batched einsum), second derivatives from the network rules.
 fn solve_network(a: &HostTensor, b: &HostTensor) -> NetworkConditions<Strided> {

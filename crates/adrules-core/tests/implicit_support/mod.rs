@@ -4,7 +4,10 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
+use adrules_core::implicit::ImplicitScalar;
 use adrules_core::{Complex64, Error, HostElement, HostTensor, Result};
+use faer::Mat;
+use faer::linalg::solvers::{PartialPivLu, Solve};
 
 /// A row-major `f64` tensor.
 pub fn t64(dims: &[usize], v: Vec<f64>) -> HostTensor {
@@ -108,4 +111,49 @@ pub fn unit<T: HostElement>(dims: &[usize], i: usize) -> HostTensor {
     let mut v = vec![T::zero(); n];
     v[i] = T::one();
     tensor(dims, v)
+}
+
+/// The batch layout of a case: `nb` systems of size `n` with `k` right-hand sides each.
+#[derive(Clone, Copy, Debug)]
+pub struct Layout {
+    pub nb: usize,
+    pub n: usize,
+    pub k: usize,
+}
+
+impl Layout {
+    pub fn of(a: &HostTensor, b: &HostTensor) -> Layout {
+        let r = a.dims().len();
+        let n = a.dims()[r - 1];
+        let nb = a.dims()[..r - 2].iter().product();
+        let k = if b.dims().len() == r - 1 {
+            1
+        } else {
+            b.dims()[r - 1]
+        };
+        Layout { nb, n, k }
+    }
+    /// elements of one matrix `a`, one block `y` (n×k, row-major)
+    pub fn sizes(self) -> (usize, usize) {
+        (self.n * self.n, self.n * self.k)
+    }
+}
+
+/// The solver of `solve.jsonl`'s `y = solve(a, b)`: one faer LU per batch element (in the case's precision).
+pub fn solve_batched<T: ImplicitScalar>(x: &[HostTensor], _: &()) -> Result<(HostTensor, ())> {
+    let l = Layout::of(&x[0], &x[1]);
+    let (a, b) = (data::<T>(&x[0]), data::<T>(&x[1]));
+    let (sa, sy) = l.sizes();
+    let mut y = vec![T::zero(); b.len()];
+    for bt in 0..l.nb {
+        let am = Mat::from_fn(l.n, l.n, |i, q| a[bt * sa + i * l.n + q]);
+        let mut rhs = Mat::from_fn(l.n, l.k, |i, c| b[bt * sy + i * l.k + c]);
+        PartialPivLu::new(am.as_ref()).solve_in_place(rhs.as_mut());
+        for i in 0..l.n {
+            for c in 0..l.k {
+                y[bt * sy + i * l.k + c] = rhs[(i, c)];
+            }
+        }
+    }
+    Ok((tensor(x[1].dims(), y), ()))
 }

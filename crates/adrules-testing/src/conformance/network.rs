@@ -359,52 +359,93 @@ fn check_network<B: Backend>(
 /// # Panics
 /// With the failing networks, or when no dtype is configured or no network fits `max_rank`.
 pub fn network_rules<B: Backend>(be: &B, cfg: &Config) {
-    let mut rng = Rng::seed(9);
-    let mut runs: Vec<(DType, bool)> = Vec::new();
-    for &dt in &cfg.dtypes {
-        runs.extend(std::iter::repeat_n((dt, false), 6));
-    }
-    if cfg.supports(&[DType::F64, DType::C64], &[]) {
-        runs.extend(std::iter::repeat_n((DType::C64, true), 3));
-    }
-    let (mut ran, mut failures) = (0, Vec::new());
-    for (i, (dt, mixed)) in runs.into_iter().enumerate() {
-        let drawn = (0..100).find_map(|_| {
-            let net = RandomNetwork::draw(&mut rng, dt.is_complex());
-            match net.plan(cfg.max_rank) {
-                Ok(Some(plan)) => Some(Ok((net, plan))),
-                Ok(None) => None,
-                Err(e) => Some(Err(e)),
-            }
-        });
-        let (net, plan) = match drawn {
-            Some(Ok(np)) => np,
-            Some(Err(e)) => {
-                failures.push(format!("planning a random network: {e}"));
-                continue;
-            }
-            None => continue,
-        };
-        let n = net.operands.len();
-        let dtypes: Vec<DType> = (0..n)
-            .map(|_| {
-                if mixed && rng.below(2) == 0 {
-                    dt.real()
-                } else {
-                    dt
+    let runs = RandomRuns {
+        seed: 9,
+        per_dtype: 6,
+        mixed: 3,
+        all_active_every: 3,
+    };
+    runs.run(cfg, |rng, net, plan, dtypes, active| {
+        check_network(be, rng, net, plan, dtypes, active)
+    });
+}
+
+/// How a check draws its random networks: `per_dtype` per configured dtype, `mixed` more with
+/// mixed f64/c64 operands when both are configured, every operand active in every
+/// `all_active_every`-th run (a random nonempty subset otherwise).
+struct RandomRuns {
+    seed: u64,
+    per_dtype: usize,
+    mixed: usize,
+    all_active_every: usize,
+}
+
+impl RandomRuns {
+    /// Draws the networks that fit `cfg.max_rank` (up to 100 tries each), runs `check` on
+    /// each with its operand dtypes and active set, and reports the failures.
+    ///
+    /// # Panics
+    /// With the failing networks, or when none ran.
+    fn run(
+        &self,
+        cfg: &Config,
+        mut check: impl FnMut(
+            &mut Rng,
+            &RandomNetwork,
+            &NetworkPlan,
+            &[DType],
+            &[bool],
+        ) -> std::result::Result<(), String>,
+    ) {
+        let mut rng = Rng::seed(self.seed);
+        let mut runs: Vec<(DType, bool)> = Vec::new();
+        for &dt in &cfg.dtypes {
+            runs.extend(std::iter::repeat_n((dt, false), self.per_dtype));
+        }
+        if cfg.supports(&[DType::F64, DType::C64], &[]) {
+            runs.extend(std::iter::repeat_n((DType::C64, true), self.mixed));
+        }
+        let (mut ran, mut failures) = (0, Vec::new());
+        for (i, (dt, mixed)) in runs.into_iter().enumerate() {
+            let drawn = (0..100).find_map(|_| {
+                let net = RandomNetwork::draw(&mut rng, dt.is_complex());
+                match net.plan(cfg.max_rank) {
+                    Ok(Some(plan)) => Some(Ok((net, plan))),
+                    Ok(None) => None,
+                    Err(e) => Some(Err(e)),
                 }
-            })
-            .collect();
-        let mut active: Vec<bool> = (0..n).map(|_| i % 3 == 0 || rng.below(3) > 0).collect();
-        if !active.contains(&true) {
-            active[rng.below(n)] = true;
+            });
+            let (net, plan) = match drawn {
+                Some(Ok(np)) => np,
+                Some(Err(e)) => {
+                    failures.push(format!("planning a random network: {e}"));
+                    continue;
+                }
+                None => continue,
+            };
+            let n = net.operands.len();
+            let dtypes: Vec<DType> = (0..n)
+                .map(|_| {
+                    if mixed && rng.below(2) == 0 {
+                        dt.real()
+                    } else {
+                        dt
+                    }
+                })
+                .collect();
+            let mut active: Vec<bool> = (0..n)
+                .map(|_| i % self.all_active_every == 0 || rng.below(3) > 0)
+                .collect();
+            if !active.contains(&true) {
+                active[rng.below(n)] = true;
+            }
+            ran += 1;
+            if let Err(e) = check(&mut rng, &net, &plan, &dtypes, &active) {
+                failures.push(e);
+            }
         }
-        ran += 1;
-        if let Err(e) = check_network(be, &mut rng, &net, &plan, &dtypes, &active) {
-            failures.push(e);
-        }
+        report(ran, failures);
     }
-    report(ran, failures);
 }
 
 /// Every case of the oracle `multi_dot.jsonl` as one network `"ab,bc,…->a…"` planned in the
@@ -664,52 +705,15 @@ fn check_network_hvp<B: Backend>(
 /// # Panics
 /// With the failing networks; when no network fits the config.
 pub fn network_hvp<B: Backend>(be: &B, cfg: &Config) {
-    let mut rng = Rng::seed(15);
-    let mut runs: Vec<(DType, bool)> = Vec::new();
-    for &dt in &cfg.dtypes {
-        runs.extend(std::iter::repeat_n((dt, false), 4));
-    }
-    if cfg.supports(&[DType::F64, DType::C64], &[]) {
-        runs.extend(std::iter::repeat_n((DType::C64, true), 2));
-    }
-    let (mut ran, mut failures) = (0, Vec::new());
-    for (i, (dt, mixed)) in runs.into_iter().enumerate() {
-        let drawn = (0..100).find_map(|_| {
-            let net = RandomNetwork::draw(&mut rng, dt.is_complex());
-            match net.plan(cfg.max_rank) {
-                Ok(Some(plan)) => Some(Ok((net, plan))),
-                Ok(None) => None,
-                Err(e) => Some(Err(e)),
-            }
-        });
-        let (net, plan) = match drawn {
-            Some(Ok(np)) => np,
-            Some(Err(e)) => {
-                failures.push(format!("planning a random network: {e}"));
-                continue;
-            }
-            None => continue,
-        };
-        let n = net.operands.len();
-        let dtypes: Vec<DType> = (0..n)
-            .map(|_| {
-                if mixed && rng.below(2) == 0 {
-                    dt.real()
-                } else {
-                    dt
-                }
-            })
-            .collect();
-        let mut active: Vec<bool> = (0..n).map(|_| i % 2 == 0 || rng.below(3) > 0).collect();
-        if !active.contains(&true) {
-            active[rng.below(n)] = true;
-        }
-        ran += 1;
-        if let Err(e) = check_network_hvp(be, &mut rng, &net, &plan, &dtypes, &active) {
-            failures.push(e);
-        }
-    }
-    report(ran, failures);
+    let runs = RandomRuns {
+        seed: 15,
+        per_dtype: 4,
+        mixed: 2,
+        all_active_every: 2,
+    };
+    runs.run(cfg, |rng, net, plan, dtypes, active| {
+        check_network_hvp(be, rng, net, plan, dtypes, active)
+    });
 }
 
 /// The `hvp` entries of the oracle `multi_dot.jsonl` (PyTorch's `H_φ·v` and central
