@@ -90,21 +90,20 @@ fn sqrt_network(m: usize) -> NetworkConditions<Strided> {
         .unwrap()
 }
 
+/// T1's closed-form HVP `−ȳ⊙v / (4 x^{3/2})`.
+fn t1_hvp(x: &HostTensor, y_bar: &HostTensor, v: &HostTensor) -> Vec<Complex64> {
+    let (x, yb, v) = (data::<f64>(x), data::<f64>(y_bar), data::<f64>(v));
+    (0..x.len())
+        .map(|i| Complex64::new(-yb[i] * v[i] / (4.0 * x[i].powf(1.5)), 0.0))
+        .collect()
+}
+
 #[test]
 fn t1_square_root_hvp_matches_the_closed_form() {
     let x = [t64(&[3], vec![4.0, 9.0, 2.0])];
     let y_bar = t64(&[3], vec![1.0, -2.0, 0.5]);
     let v = [t64(&[3], vec![0.3, 1.0, -0.7])];
-    let want: Vec<Complex64> = (0..3)
-        .map(|i| {
-            let (xi, yb, vi) = (
-                data::<f64>(&x[0])[i],
-                data::<f64>(&y_bar)[i],
-                data::<f64>(&v[0])[i],
-            );
-            Complex64::new(-yb * vi / (4.0 * xi.powf(1.5)), 0.0)
-        })
-        .collect();
+    let want = t1_hvp(&x[0], &y_bar, &v[0]);
     for method in [Method::Lu, Method::Gmres] {
         let opts = SolverOptions::from(method);
         let closures =
@@ -610,16 +609,7 @@ fn finite_difference_second_order_for_closures() {
     let v = [t64(&[3], vec![0.3, 1.0, -0.7])];
     let (_, (), lin): (_, _, Linearization<f64>) = f.vjp(&x, &()).unwrap();
     let got = lin.hvp(&y_bar, &v).unwrap();
-    let want: Vec<Complex64> = (0..3)
-        .map(|i| {
-            let (xi, yb, vi) = (
-                data::<f64>(&x[0])[i],
-                data::<f64>(&y_bar)[i],
-                data::<f64>(&v[0])[i],
-            );
-            Complex64::new(-yb * vi / (4.0 * xi.powf(1.5)), 0.0)
-        })
-        .collect();
+    let want = t1_hvp(&x[0], &y_bar, &v[0]);
     let e = rel(&cv(&got[0]), &want);
     assert!(
         e < 1e-6,
