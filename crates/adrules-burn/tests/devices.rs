@@ -319,6 +319,33 @@ fn hvp_matches_the_closed_form_on_every_device() {
             .collect();
         assert_close(&values(ha), &want_a, 1e-5, &format!("{name}: HVP of A"));
         assert_close(&values(hb), &want_b, 1e-5, &format!("{name}: HVP of B"));
+        // a scalar output (burn's shape-[1] convention for rank 0): φ = c̄·Σ aᵢbᵢ has the HVP
+        // (c̄·db, c̄·da)
+        let (x, y) = (data([5], 26, &device), data([5], 27, &device));
+        let (dx, dy) = (data([5], 28, &device), data([5], 29, &device));
+        let s = data([1], 30, &device);
+        let [hx, hy] = einsum_hvp(
+            "i,i->",
+            [(&x).into(), (&y).into()],
+            (&s).into(),
+            [Some((&dx).into()), Some((&dy).into())],
+        )
+        .unwrap_or_else(|e| panic!("{name}: scalar output: {e}"));
+        let sv = values(s.clone())[0];
+        let scaled =
+            |t: &Tensor<1>| -> Vec<f32> { values(t.clone()).iter().map(|v| sv * v).collect() };
+        assert_close(
+            &values(hx.into_tensor::<1>().unwrap()),
+            &scaled(&dy),
+            1e-5,
+            &format!("{name}: scalar HVP of x"),
+        );
+        assert_close(
+            &values(hy.into_tensor::<1>().unwrap()),
+            &scaled(&dx),
+            1e-5,
+            &format!("{name}: scalar HVP of y"),
+        );
         // a rank mismatch when reading a result, and a direction of the wrong shape
         let [r, _] = einsum_hvp(
             "ij,jk->ik",
