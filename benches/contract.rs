@@ -107,7 +107,60 @@ fn bench<T: BenchElement>(c: &mut Criterion, d: usize, threads: usize) {
     group.finish();
 }
 
+/// `ij,jk->ik` with n = 16…256 (f64, f32, c64): the sizes where a fork–join costs more than
+/// a second core returns, on 1 and 2 threads, beside faer on the same thread count; and the
+/// rrule (primal into a fresh C, pullback of both operands) of the same product.
+fn small<T: BenchElement>(c: &mut Criterion, n: usize, threads: usize) {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("thread pool");
+    let real_flops = if T::DTYPE.is_complex() { 8 } else { 2 } * (n as u64).pow(3);
+    let id = format!("{}_n{n}_t{threads}", T::DTYPE);
+    let mut group = c.benchmark_group("small");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(200))
+        .measurement_time(Duration::from_millis(800))
+        .sampling_mode(SamplingMode::Flat)
+        .throughput(Throughput::Elements(real_flops));
+    let be = Strided;
+    let (a, b) = (T::tensor(&[n, n], 1), T::tensor(&[n, n], 2));
+    let cbar = T::tensor(&[n, n], 3);
+    let mut out = Tensor::zeros(&[n, n], T::DTYPE).expect("zeros");
+    let spec = ContractSpec::from_labels("ij", "jk", "ik").expect("labels");
+    let (one, zero) = (DynScalar::one(T::DTYPE), DynScalar::zero(T::DTYPE));
+    let mut ours = || {
+        be.contract(&mut out, &a, &b, &spec, Conj::No, Conj::No, one, zero)
+            .expect("contract")
+    };
+    let op = adrules::rules::ContractOp::new(spec.clone());
+    let mut rrule = || {
+        let mut c = be.empty(&[n, n], T::DTYPE).expect("empty");
+        op.apply(&be, &mut c, &a, &b).expect("primal");
+        let pb = op
+            .pullback_at(&be, &c, &a, &b, adrules::rules::Activity::OPERANDS)
+            .expect("pullback");
+        std::hint::black_box(pb.pullback(&cbar).expect("pullback"));
+    };
+    common::paired(
+        &mut group,
+        &pool,
+        &id,
+        ("adrules", &mut ours),
+        ("rrule", &mut rrule),
+    );
+    group.finish();
+}
+
 fn contract(c: &mut Criterion) {
+    for threads in [1, 2] {
+        for n in [16, 64, 128, 256] {
+            small::<f64>(c, n, threads);
+            small::<f32>(c, n, threads);
+            small::<Complex64>(c, n, threads);
+        }
+    }
     for threads in [1, 2] {
         for d in [32, 48] {
             bench::<f64>(c, d, threads);

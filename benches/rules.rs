@@ -1,7 +1,10 @@
 //! Cost of the contraction pullback relative to its primal, issue 3's benchmark:
-//! `abcd,cdef->abef`, all dimensions 32, f64, on the strided backend, 1 and 2 threads.
+//! `abcd,cdef->abef`, all dimensions 32, on the strided backend: f64 on 1 and 2 threads,
+//! complex128 on 1 thread.
 //!
-//! - `primal`: the contraction into a freshly allocated C (β = 0);
+//! - `primal`: the contraction into a freshly allocated C (`Backend::empty`, β = 0);
+//! - `rrule`: primal into a fresh C, then (ΔA, ΔB) for a cotangent C̄: what torch's
+//!   `einsum` + `backward` and JAX's `(C, vjp)` compute (`benches/peers_contract.py`);
 //! - `pullback`: (ΔA, ΔB) for a cotangent C̄, fresh buffers (two GEMMs of the primal's size,
 //!   so 2.0× is the floor);
 //! - `pullback_alpha`: the same plus ᾱ (one more contraction and an inner product);
@@ -25,17 +28,17 @@ fn bench_rules(c: &mut Criterion) {
     let mut rng = Rng::seed(11);
     let be = Strided;
     let tensor = |h: HostTensor| be.from_host(h).expect("host data");
-    let a: Tensor = tensor(rng.tensor(&dims, DType::F64));
-    let b: Tensor = tensor(rng.tensor(&dims, DType::F64));
-    let cbar: Tensor = tensor(rng.tensor(&dims, DType::F64));
     let spec = ContractSpec::from_labels("abcd", "cdef", "abef").expect("labels");
     let op = ContractOp::new(spec);
-    for threads in [1, 2] {
+    for (dtype, threads) in [(DType::F64, 1), (DType::F64, 2), (DType::C64, 1)] {
+        let a: Tensor = tensor(rng.tensor(&dims, dtype));
+        let b: Tensor = tensor(rng.tensor(&dims, dtype));
+        let cbar: Tensor = tensor(rng.tensor(&dims, dtype));
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .expect("thread pool");
-        let id = format!("f64_d{d}_t{threads}");
+        let id = format!("{dtype}_d{d}_t{threads}");
         let mut group = c.benchmark_group("rules");
         group
             .sample_size(10)
@@ -45,13 +48,25 @@ fn bench_rules(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("primal", &id), |bch| {
             bch.iter(|| {
                 pool.install(|| {
-                    let mut out = be.zeros(&dims, DType::F64).expect("zeros");
+                    let mut out = be.empty(&dims, dtype).expect("empty");
                     op.apply(&be, &mut out, &a, &b).expect("primal");
                     out
                 })
             })
         });
-        let mut out = be.zeros(&dims, DType::F64).expect("zeros");
+        group.bench_function(BenchmarkId::new("rrule", &id), |bch| {
+            bch.iter(|| {
+                pool.install(|| {
+                    let mut out = be.empty(&dims, dtype).expect("empty");
+                    op.apply(&be, &mut out, &a, &b).expect("primal");
+                    let pb = op
+                        .pullback_at(&be, &out, &a, &b, Activity::OPERANDS)
+                        .expect("pullback");
+                    pb.pullback(&cbar).expect("pullback")
+                })
+            })
+        });
+        let mut out = be.zeros(&dims, dtype).expect("zeros");
         group.bench_function(BenchmarkId::new("primal_inplace", &id), |bch| {
             bch.iter(|| pool.install(|| op.apply(&be, &mut out, &a, &b).expect("primal")))
         });

@@ -554,13 +554,16 @@ fn bench(args: &[String]) -> Result<(), String> {
         _ => "–".to_string(),
     };
 
-    println!("\n### Contraction rule: `abcd,cdef->abef`, f64, pullback vs primal\n");
+    println!("\n### Contraction rule: `abcd,cdef->abef`, pullback vs primal\n");
     println!(
-        "primal = `ContractOp::apply` into a fresh C; pullback = Ā and B̄ from C̄ (two GEMMs of \
-         the primal's size); ratio = pullback / primal, same run (goal ≤ 2.2).\n"
+        "primal = `ContractOp::apply` into a fresh C (`Backend::empty`); pullback = Ā and B̄ \
+         from C̄ (two GEMMs of the primal's size); rrule = primal + pullback (the three-GEMM \
+         floor is 3.0 × primal); ratios against the primal, same run.\n"
     );
-    println!("| case | primal | pullback | accumulate | pullback with ᾱ | ratio |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!(
+        "| case | primal | pullback | accumulate | pullback with ᾱ | pullback / primal | rrule + pullback | / primal |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut cases: Vec<&str> = all
         .iter()
         .filter(|e| e.group == "rules" && e.function == "primal")
@@ -569,13 +572,66 @@ fn bench(args: &[String]) -> Result<(), String> {
     cases.sort();
     for v in cases {
         let (p, b) = (find("rules", "primal", v), find("rules", "pullback", v));
+        let r = find("rules", "rrule", v);
         println!(
-            "| {v} | {} | {} | {} | {} | {} |",
+            "| {v} | {} | {} | {} | {} | {} | {} | {} |",
             ms(p),
             ms(b),
             ms(find("rules", "accumulate", v)),
             ms(find("rules", "pullback_alpha", v)),
-            ratio(b, p)
+            ratio(b, p),
+            ms(r),
+            ratio(r, p)
+        );
+    }
+
+    println!("\n### Small contractions `ij,jk->ik`: 1 thread vs 2 threads\n");
+    println!(
+        "contract = `Backend::contract` into an existing C; rrule = primal into a fresh C + \
+         pullback of both operands; 2t / 1t = time on two threads over time on one (≤ 1: \
+         threads never slow a call down).\n"
+    );
+    println!("| case | contract 1t | 2t | 2t / 1t | rrule 1t | 2t | 2t / 1t |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let mut cases: Vec<String> = all
+        .iter()
+        .filter(|e| e.group == "small" && e.function == "adrules")
+        .filter_map(|e| e.value.strip_suffix("_t1").map(str::to_string))
+        .collect();
+    cases.sort();
+    for v in cases {
+        let us = |t: Option<f64>| t.map_or("–".to_string(), |t| format!("{:.1} µs", t * 1e3));
+        let get = |f: &str, t: &str| find("small", f, &format!("{v}_{t}"));
+        let (c1, c2, r1, r2) = (
+            get("adrules", "t1"),
+            get("adrules", "t2"),
+            get("rrule", "t1"),
+            get("rrule", "t2"),
+        );
+        println!(
+            "| {v} | {} | {} | {} | {} | {} | {} |",
+            us(c1),
+            us(c2),
+            ratio(c2, c1),
+            us(r1),
+            us(r2),
+            ratio(r2, r1)
+        );
+    }
+
+    println!("\n### Permutation into a fresh output vs into an existing one (f64)\n");
+    println!(
+        "fresh = `Backend::empty` + permuted add, the output dropped after each call (its \
+         buffer goes to the buffer cache); existing = the same add into a kept C; same run.\n"
+    );
+    println!("| case | fresh | existing | fresh / existing |");
+    println!("|---|---:|---:|---:|");
+    for (v, f, e) in pairs(&all, "permute_fresh", "fresh", "existing") {
+        println!(
+            "| {v} | {:.2} ms | {:.2} ms | {:.2} |",
+            f.median_ns / 1e6,
+            e.median_ns / 1e6,
+            f.median_ns / e.median_ns
         );
     }
 

@@ -137,7 +137,7 @@ impl<B: Backend> Allocator<B> for HeapAllocator {
         dtype: DType,
         _lifetime: Lifetime,
     ) -> Result<B::Tensor> {
-        be.zeros(dims, dtype)
+        be.empty(dims, dtype)
     }
 
     fn free(&self, t: B::Tensor) {

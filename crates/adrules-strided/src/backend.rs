@@ -52,6 +52,11 @@ impl Backend for Strided {
         Tensor::zeros(dims, dtype)
     }
 
+    /// [`Tensor::empty`]: no zero-fill when the buffer is recycled.
+    fn empty(&self, dims: &[usize], dtype: DType) -> Result<Tensor> {
+        Tensor::empty(dims, dtype)
+    }
+
     fn to_host(&self, t: &Tensor) -> Result<HostTensor> {
         t.to_host()
     }

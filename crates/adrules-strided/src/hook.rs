@@ -89,16 +89,18 @@ pub(crate) fn take<T: Element>(from: &dyn Recycler, len: usize, zero: bool) -> R
 }
 
 /// A unique shared buffer of at least `len` elements, whose first `len` are zero when `zero`
-/// (else unspecified): from the recycler installed on this thread when there is one (see
-/// [`take`]), else from [`storage::zeroed`].
+/// (else unspecified but initialised): from the recycler installed on this thread, else from
+/// the process-wide [`cache`](crate::cache) (see [`take`]), else from [`storage::zeroed`].
 ///
 /// # Errors
 /// As [`take`].
 pub(crate) fn shared<T: Element>(len: usize, zero: bool) -> Result<Arc<Vec<T>>> {
-    match current() {
-        Some(r) => take::<T>(&*r, len, zero),
-        None => Ok(Arc::new(storage::zeroed(len)?)),
-    }
+    take::<T>(&*recycler(), len, zero)
+}
+
+/// The recycler installed on this thread, else the process-wide [`cache`](crate::cache).
+pub(crate) fn recycler() -> Arc<dyn Recycler> {
+    current().unwrap_or_else(|| crate::cache::global().clone())
 }
 
 /// A new buffer of `len` zeros of `dtype`, through [`shared`].
@@ -115,12 +117,15 @@ pub(crate) fn zeros(dtype: DType, len: usize) -> Result<Storage> {
 }
 
 /// Scratch space of a kernel: a unique buffer of `len` elements with unspecified contents,
-/// from the recycler installed on this thread (given back to it when dropped) or from the
-/// system.
+/// from the recycler installed on this thread or the process-wide cache (given back to it
+/// when dropped), or from the system.
 pub(crate) struct Scratch<T: Element> {
     ptr: *mut T,
-    buf: Option<(Arc<Vec<T>>, Installed)>,
+    buf: Option<(Arc<Vec<T>>, Source)>,
 }
+
+/// Where a [`Scratch`] buffer goes back to.
+type Source = Arc<dyn Recycler>;
 
 impl<T: Element> Scratch<T> {
     /// `len` elements.
@@ -128,11 +133,8 @@ impl<T: Element> Scratch<T> {
     /// # Errors
     /// [`Error::InvalidArgument`] when `len` elements do not fit in memory.
     pub(crate) fn new(len: usize) -> Result<Self> {
-        let recycler = current();
-        let mut buf = match &recycler {
-            Some(r) => take::<T>(&**r, len, false)?,
-            None => Arc::new(storage::zeroed::<T>(len)?),
-        };
+        let recycler = recycler();
+        let mut buf = take::<T>(&*recycler, len, false)?;
         let ptr = Arc::get_mut(&mut buf)
             .ok_or_else(|| Error::invalid("scratch", "a fresh buffer is shared"))?
             .as_mut_ptr();
@@ -155,7 +157,7 @@ impl<T: Element> Scratch<T> {
 
 impl<T: Element> Drop for Scratch<T> {
     fn drop(&mut self) {
-        if let Some((buf, Some(recycler))) = self.buf.take() {
+        if let Some((buf, recycler)) = self.buf.take() {
             recycler.give(T::into_storage(buf));
         }
     }

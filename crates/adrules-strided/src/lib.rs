@@ -39,7 +39,18 @@
 //! ## Threading
 //! Large problems run on the current rayon pool (the global pool, or the pool of an enclosing
 //! `ThreadPool::install`), small ones on the calling thread; GEMM uses faer's rayon
-//! parallelism the same way. The library never creates a pool of its own.
+//! parallelism the same way, above a per-dtype size measured to be where two threads beat one
+//! (`m·n·k` of 2²³ for f32, 2²² for f64, 2²¹ for Complex32, 2²⁰ for Complex64; below it a
+//! fork–join costs more than the second core returns). The library never creates a pool of
+//! its own.
+//!
+//! ## Memory: the buffer cache
+//! Large buffers (1 MiB and up) that nothing refers to any more are kept by a process-wide
+//! [`cache`] (1 GiB at most by default; `ADRULES_CACHE_BYTES`, [`cache::set_limit`],
+//! [`cache::trim`]) and handed to the next allocation of the same size, so a fresh output
+//! costs neither page faults nor, through [`Backend::empty`](adrules_core::Backend::empty), a
+//! zero-fill. Only buffers whose handle is the sole owner are cached, so storage a pullback
+//! still holds is never reused.
 //!
 //! ## Interop
 //! [`StridedView`] and [`StridedViewMut`] convert from and to ndarray views without copying
@@ -74,6 +85,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+pub mod cache;
 mod dispatch;
 mod element;
 mod hook;
@@ -85,6 +97,7 @@ mod tensor;
 mod view;
 
 pub use backend::Strided;
+pub use cache::CacheStats;
 pub use element::Element;
 pub use layout::{Strides, row_major_strides};
 pub use pool::{BufferPool, PoolStats};

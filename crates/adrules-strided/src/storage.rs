@@ -70,6 +70,13 @@ impl Storage {
         }
     }
 
+    /// An empty `f32` buffer, left behind where a buffer is moved out of a handle: one
+    /// shared empty buffer, so that leaving it allocates nothing.
+    pub(crate) fn placeholder() -> Storage {
+        static EMPTY: std::sync::OnceLock<Arc<Vec<f32>>> = std::sync::OnceLock::new();
+        Storage::F32(EMPTY.get_or_init(|| Arc::new(Vec::new())).clone())
+    }
+
     /// `true` when no other handle shares the buffer.
     pub fn is_unique(&self) -> bool {
         each!(self, b => Arc::strong_count(b) == 1 && Arc::weak_count(b) == 0)

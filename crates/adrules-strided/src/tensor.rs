@@ -40,6 +40,21 @@ pub struct Tensor {
     offset: usize,
 }
 
+/// A dropped tensor whose buffer nobody else shares gives a large buffer to the
+/// process-wide [`cache`](crate::cache) (which drops it when it is small, shared or over the
+/// limit).
+impl Drop for Tensor {
+    fn drop(&mut self) {
+        if self.storage.len() * self.storage.dtype().size_of() >= crate::cache::MIN_BYTES
+            && self.storage.is_unique()
+        {
+            use crate::hook::Recycler;
+            let s = std::mem::replace(&mut self.storage, Storage::placeholder());
+            crate::cache::global().give(s);
+        }
+    }
+}
+
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tensor")
@@ -92,6 +107,21 @@ impl Tensor {
             &layout::row_major_strides(dims),
             0,
         )
+    }
+
+    /// A row-major tensor whose elements are unspecified (zeros, or the values of an earlier
+    /// use of a recycled buffer; never uninitialised memory): for outputs written with
+    /// `β = 0`. Costs no zero-fill when the buffer comes from the [`cache`](crate::cache) or a
+    /// [`BufferPool`](crate::BufferPool) scope.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] (argument `"dims"`) when the element count overflows.
+    pub fn empty(dims: &[usize], dtype: DType) -> Result<Tensor> {
+        let n = layout::numel(dims)?;
+        let storage = with_type!(dtype, T => <T as crate::element::private::Sealed>::into_storage(
+            hook::shared::<T>(n, false)?
+        ));
+        Self::from_storage(storage, dims, &layout::row_major_strides(dims), 0)
     }
 
     /// A row-major tensor of zeros.
@@ -260,8 +290,8 @@ impl Tensor {
     }
 
     /// The shared buffer, giving up this handle.
-    pub(crate) fn into_storage(self) -> Storage {
-        self.storage
+    pub(crate) fn into_storage(mut self) -> Storage {
+        std::mem::replace(&mut self.storage, Storage::placeholder())
     }
 
     /// `true` when `self` and `other` share one buffer.

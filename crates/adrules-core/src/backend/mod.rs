@@ -76,6 +76,18 @@ pub trait Backend: Clone + Debug {
     /// [`crate::Error::Unsupported`] for a dtype outside [`dtypes`](Backend::dtypes).
     fn zeros(&self, dims: &[usize], dtype: DType) -> Result<Self::Tensor>;
 
+    /// A new tensor whose elements are unspecified (zeros, or values of an earlier use of
+    /// recycled storage; never uninitialised memory), for an output written with `β = 0`,
+    /// which every primitive treats as a strong zero. A backend that can skip the zero-fill
+    /// (the strided backend recycles large buffers) overrides this; the default is
+    /// [`zeros`](Backend::zeros).
+    ///
+    /// # Errors
+    /// As [`zeros`](Backend::zeros).
+    fn empty(&self, dims: &[usize], dtype: DType) -> Result<Self::Tensor> {
+        self.zeros(dims, dtype)
+    }
+
     /// Copies `t` to host memory, row-major.
     ///
     /// # Errors

@@ -294,7 +294,7 @@ impl<B: Backend> ContractPullback<B> {
         }
         if let (true, Some(a), Some(b)) = (self.active.alpha, &self.a, &self.b) {
             let dtype = self.a_meta.dtype.join(self.b_meta.dtype);
-            let mut ab = be.zeros(&self.c_meta.dims, dtype)?;
+            let mut ab = be.empty(&self.c_meta.dims, dtype)?;
             be.contract(
                 &mut ab,
                 a,

@@ -233,7 +233,7 @@ pub(crate) fn deposit<B: Backend>(
         match slot {
             Some(t) => compute(t, DynScalar::one(primal.dtype)),
             None => {
-                let mut t = be.zeros(&primal.dims, primal.dtype)?;
+                let mut t = be.empty(&primal.dims, primal.dtype)?;
                 compute(&mut t, DynScalar::zero(primal.dtype))?;
                 *slot = Some(t);
                 Ok(())
@@ -241,14 +241,14 @@ pub(crate) fn deposit<B: Backend>(
         }
     } else {
         let wide = input.join(primal.dtype);
-        let mut tmp = be.zeros(&primal.dims, wide)?;
+        let mut tmp = be.empty(&primal.dims, wide)?;
         compute(&mut tmp, DynScalar::zero(wide))?;
         let id = Permutation::identity(primal.dims.len());
         let one = DynScalar::one(primal.dtype);
         match slot {
             Some(t) => be.add_projected(t, &tmp, &id, Conj::No, one, one),
             None => {
-                let mut t = be.zeros(&primal.dims, primal.dtype)?;
+                let mut t = be.empty(&primal.dims, primal.dtype)?;
                 be.add_projected(
                     &mut t,
                     &tmp,

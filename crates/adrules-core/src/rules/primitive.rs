@@ -231,14 +231,15 @@ impl Primitive {
         }
     }
 
-    /// A fresh output for `operands`: zeros of the [output shape](Self::output_dims) in the
-    /// joined dtype of the operands (never read when β is zero: a strong zero).
+    /// A fresh output for `operands`: a tensor of the [output shape](Self::output_dims) in
+    /// the joined dtype of the operands, with unspecified elements ([`Backend::empty`]: it is
+    /// written with β = 0, a strong zero).
     ///
     /// # Errors
     /// As [`output_dims`](Self::output_dims); the backend's allocation errors.
     pub fn fresh_output<B: Backend>(&self, be: &B, operands: &[&B::Tensor]) -> Result<B::Tensor> {
         let dims = self.output_dims(&check::dims_of(be, operands))?;
-        be.zeros(&dims, check::joined_dtype(be, operands))
+        be.empty(&dims, check::joined_dtype(be, operands))
     }
 
     /// The primal `C ← β·C + α·op(operands)`.

@@ -194,7 +194,7 @@ impl<B: Backend> TracePullback<B> {
         }
         if let (true, Some(a)) = (self.active.alpha, &self.a) {
             let dtype = be.dtype(a).join(self.c_meta.dtype);
-            let mut tr = be.zeros(&self.c_meta.dims, dtype)?;
+            let mut tr = be.empty(&self.c_meta.dims, dtype)?;
             be.trace(
                 &mut tr,
                 a,

@@ -11,8 +11,12 @@
 //! with a permuted add. When the cheapest plan still copies, and pulling one open axis out of
 //! `M` or `N` as a loop makes every slice a matrix in place, the contraction runs as a batch
 //! of GEMMs instead (slices of at least [`BATCH_MIN_FLOPS`]), which avoids the temporaries
-//! altogether. GEMM runs with `Par::rayon(0)` above [`PARALLEL_FLOPS`] and on the calling
-//! thread below; batches of many slices are spread over the rayon pool instead.
+//! altogether. An operand whose contracted index is not its fastest, where faer is slow with
+//! that layout (A for a row-major C, B for a column-major C; the `Aᵀ·C̄` of a pullback), is
+//! repacked when the product is deep enough to repay the copy (see [`repack`]); a packed
+//! operand is always laid out the fast way. GEMM runs with `Par::rayon(0)` above the
+//! per-dtype [`PARALLEL_FLOPS`] and on the calling thread below; batches of many small slices
+//! are spread over the rayon pool instead, when all of them together are worth a fork.
 
 use smallvec::SmallVec;
 
@@ -27,8 +31,51 @@ use crate::hook::Scratch;
 use crate::layout::{Strides, for_each_offset};
 use crate::view::{StridedView, StridedViewMut};
 
-/// `m·n·k` from which GEMM runs on the rayon pool.
-const PARALLEL_FLOPS: usize = 1 << 18;
+/// `m·n·k` from which GEMM runs on the rayon pool, per element type (f32, f64, Complex32,
+/// Complex64): the size from which two threads measured faster than one for square products
+/// on the 2-core development machine (faer 0.24, `Par::rayon(2)` against `Par::Seq`):
+///
+/// | dtype | 1 thread slower below | chosen threshold |
+/// |---|---|---|
+/// | f32 | 256³ (1.06× at 256³, 0.61× at 128³) | 2²³ ≈ 203³ |
+/// | f64 | 160³ (0.96× at 128³, 1.11× at 192³) | 2²² ≈ 161³ |
+/// | c32 | 110³ (0.95× at 96³, 1.33× at 128³) | 2²¹ = 128³ |
+/// | c64 | 90³ (0.57× at 64³, 1.26× at 96³) | 2²⁰ ≈ 101³ |
+///
+/// Below them a fork–join costs more than the second core returns (f64 `n = 64`: 16 µs on
+/// one thread, 51 µs on two).
+const PARALLEL_FLOPS: [usize; 4] = [1 << 23, 1 << 22, 1 << 21, 1 << 20];
+
+fn dtype_index(dtype: adrules_core::DType) -> usize {
+    use adrules_core::DType;
+    match dtype {
+        DType::F32 => 0,
+        DType::F64 => 1,
+        DType::C32 => 2,
+        DType::C64 => 3,
+    }
+}
+
+/// `true` when an `m × k · k × n` GEMM of `dtype` should run on the rayon pool (there are
+/// several threads and the product is above [`PARALLEL_FLOPS`]).
+fn parallel_gemm(m: usize, n: usize, k: usize, dtype: adrules_core::DType) -> bool {
+    m.saturating_mul(n).saturating_mul(k) >= PARALLEL_FLOPS[dtype_index(dtype)]
+        && rayon::current_num_threads() > 1
+}
+
+/// Whether to repack A (for a row-major destination) or B (for a column-major one) whose
+/// contracted index is not its fastest: faer 0.24 computes `C = Aᵀ·B` into a row-major C
+/// (and its transpose into a column-major C) 1.4–2.7× slower than `A·B` once `k` exceeds
+/// a few hundred (f64, m = k = 1024: 1.25× at n = 256, 1.44× at n = 64; m = k = 4096,
+/// n = 64: 2.67×), while `m = k ≤ 320` runs at full speed either way. A copy of the operand
+/// (`m·k` elements for A) costs about what one GEMM column block of 64 saves, so the repack
+/// is made when `k ≥ 384` and the dimension it is amortised over (`n` for A, `m` for B) is at
+/// least 128. These are the cotangent contractions of a pullback: `B̄ = Aᵀ·C̄` for
+/// `C = A·B` with row-major operands.
+fn repack(m: usize, n: usize, k: usize, _dtype: adrules_core::DType) -> (bool, bool) {
+    let deep = k >= 384;
+    (deep && n >= 128, deep && m >= 128)
+}
 
 /// An axis of a group, with its strides in the two operands that hold the group and its
 /// position in C (for `M` and `N`).
@@ -112,6 +159,8 @@ struct Operand<T: Element> {
 
 /// Packs (or wraps) one operand as a `rows × cols` matrix; `wr`/`wc` select the operand's
 /// strides in each group.
+/// `rows_inner` chooses the layout of a packed operand (rows fastest when `true`); `None`
+/// follows the source's fastest axis, which makes the copy cheapest.
 #[allow(clippy::too_many_arguments)]
 fn operand<T: Element, TC: Element>(
     x: &StridedView<'_, T>,
@@ -121,6 +170,7 @@ fn operand<T: Element, TC: Element>(
     wc: usize,
     conj: Conj,
     direct: Option<(isize, isize)>,
+    rows_inner: Option<bool>,
 ) -> Result<Operand<TC>> {
     if let Some(strides) = direct {
         return Ok(Operand {
@@ -132,7 +182,8 @@ fn operand<T: Element, TC: Element>(
     }
     let (r, c) = (count(rows), count(cols));
     let mut buf = Scratch::<TC>::new(r * c)?;
-    let (sr, scol, strides) = dense(rows, cols, !fastest_in(cols, wc, rows, wr));
+    let inner = rows_inner.unwrap_or_else(|| !fastest_in(cols, wc, rows, wr));
+    let (sr, scol, strides) = dense(rows, cols, inner);
     let dims: SmallVec<[usize; 8]> = rows.iter().chain(cols).map(|ax| ax.n).collect();
     let sdst: SmallVec<[isize; 8]> = sr.into_iter().chain(scol).collect();
     let ssrc: SmallVec<[isize; 8]> = rows
@@ -276,7 +327,7 @@ unsafe fn run_batched<T: Element>(
     };
     let complex = T::DTYPE.is_complex();
     let threads = rayon::current_num_threads();
-    let big = batch.n * m * n * k >= PARALLEL_FLOPS && threads > 1;
+    let big = parallel_gemm(batch.n, m, n * k, T::DTYPE) && threads > 1;
     let across = big && batch.n >= 2 * threads;
     let (pa, pb, pc) = (Ptr(a.cast_mut()), Ptr(b.cast_mut()), Ptr(c.as_mut_ptr()));
     let one = |i: usize| {
@@ -451,10 +502,27 @@ pub(crate) fn contract_impl<TA: Element, TB: Element, TC: Element>(
         };
         return Ok(());
     }
-    let da_direct = if same_a { matrix(&ms, 0, &ks, 0) } else { None };
-    let db_direct = if same_b { matrix(&ks, 1, &ns, 0) } else { None };
-    let lhs = operand::<TA, TC>(a, &ms, 0, &ks, 0, conj_a, da_direct)?;
-    let rhs = operand::<TB, TC>(b, &ks, 1, &ns, 0, conj_b, db_direct)?;
+    // Where GEMM writes: C itself when it is a matrix, else a temporary laid out like C.
+    let c_direct = matrix(&ms, 1, &ns, 1);
+    let (sm, sn, tmp_strides) = dense(&ms, &ns, !fastest_in(&ns, 1, &ms, 1));
+    let (drs, dcs) = c_direct.unwrap_or(tmp_strides);
+    // faer runs at full speed only when the contracted index is the fastest one of A for a
+    // row-major destination (of B for a column-major one); see [`repack`].
+    let row_major = dcs == 1 && drs != 1;
+    let (fix_a, fix_b) = repack(m, n, k, TC::DTYPE);
+    let mut da_direct = if same_a { matrix(&ms, 0, &ks, 0) } else { None };
+    let mut db_direct = if same_b { matrix(&ks, 1, &ns, 0) } else { None };
+    if row_major && fix_a && da_direct.is_some_and(|(_, cs)| cs != 1) {
+        da_direct = None;
+    }
+    if !row_major && fix_b && db_direct.is_some_and(|(rs, _)| rs != 1) {
+        db_direct = None;
+    }
+    // A packed operand is laid out the fast way round whatever its size.
+    let a_inner = row_major.then_some(false);
+    let b_inner = (!row_major).then_some(true);
+    let lhs = operand::<TA, TC>(a, &ms, 0, &ks, 0, conj_a, da_direct, a_inner)?;
+    let rhs = operand::<TB, TC>(b, &ks, 1, &ns, 0, conj_b, db_direct, b_inner)?;
     let lhs_ref = MatrixRef {
         ptr: lhs.ptr,
         rows: m,
@@ -471,10 +539,9 @@ pub(crate) fn contract_impl<TA: Element, TB: Element, TC: Element>(
         col_stride: rhs.strides.1,
         conj: rhs.conj,
     };
-    let parallel =
-        m.saturating_mul(n).saturating_mul(k) >= PARALLEL_FLOPS && rayon::current_num_threads() > 1;
+    let parallel = parallel_gemm(m, n, k, TC::DTYPE);
 
-    if let Some((rs, cs)) = matrix(&ms, 1, &ns, 1) {
+    if let Some((rs, cs)) = c_direct {
         let accumulate = beta != TC::zero();
         if accumulate && beta != TC::one() {
             scale(c, beta);
@@ -497,7 +564,7 @@ pub(crate) fn contract_impl<TA: Element, TB: Element, TC: Element>(
     }
     // C is not a matrix: GEMM into a temporary, then C ← β·C + P(temporary).
     let mut tmp = Scratch::<TC>::new(m * n)?;
-    let (sm, sn, (rs, cs)) = dense(&ms, &ns, !fastest_in(&ns, 1, &ms, 1));
+    let (rs, cs) = tmp_strides;
     // SAFETY: `tmp` is a fresh m × n buffer; the operands are valid matrices.
     unsafe {
         TC::gemm(
@@ -661,7 +728,10 @@ fn contract_batched<TA: Element, TB: Element, TC: Element>(
         contract_impl(&mut cv, &av, &bv, &sub, conj_a, conj_b, alpha, beta)
     };
     let threads = rayon::current_num_threads();
-    if threads > 1 && count >= 2 && flops < PARALLEL_FLOPS {
+    let threshold = PARALLEL_FLOPS[dtype_index(TC::DTYPE)];
+    // Across slices only when each is too small for GEMM's own threads and all together are
+    // worth a fork (64 attention slices of 2¹⁶ flops were slower on two threads than on one).
+    if threads > 1 && count >= 2 && flops < threshold && flops.saturating_mul(count) >= threshold {
         use rayon::prelude::*;
         (0..count).into_par_iter().try_for_each(one)
     } else {
