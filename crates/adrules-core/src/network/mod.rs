@@ -53,6 +53,7 @@
 
 mod cache;
 mod einsum;
+mod greedy;
 mod ncon;
 mod plan;
 mod rules;
@@ -69,7 +70,7 @@ pub use plan::{NetworkPlan, Step};
 pub use rules::NetworkPullback;
 pub use second::{NetworkHvp, SecondOrder};
 pub use structure::{Label, Network, Notation};
-pub use tree::{ContractionTree, Optimizer, Order};
+pub use tree::{ContractionTree, Optimizer, Order, Search};
 
 fn plan_for<B: Backend>(be: &B, network: &Network, tensors: &[&B::Tensor]) -> Result<NetworkPlan> {
     if tensors.len() != network.num_operands() {
