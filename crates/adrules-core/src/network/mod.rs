@@ -11,7 +11,9 @@
 //!    [`Network`]).
 //! 2. **Order** ([`Order`]): the ncon convention (positive labels in increasing order, the
 //!    default for ncon), an explicit label order, an explicit [`ContractionTree`], or a search
-//!    by an [`Optimizer`] of the omeco crate (the default for Einstein strings).
+//!    by an [`Optimizer`] within a [`Search`] budget (the default for Einstein strings:
+//!    exhaustive up to 10 operands, then opt_einsum's greedy heuristic, near-linear in the
+//!    number of operands; omeco's exhaustive search and TreeSA on request).
 //! 3. **Plan** ([`NetworkPlan::new`]): for fixed operand shapes, the network is validated
 //!    against the shapes (ellipses expanded and broadcast) and lowered to a sequence of
 //!    primitive calls ([`Step`]): each operand's own diagonals, traces and sums first (one
