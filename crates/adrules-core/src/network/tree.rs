@@ -38,7 +38,9 @@ use std::collections::HashMap;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use omeco::{EinCode, ExhaustiveSearch, NestedEinsum, TreeSA, optimize_exhaustive, optimize_treesa};
+use omeco::{
+    EinCode, ExhaustiveSearch, NestedEinsum, TreeSA, optimize_exhaustive, optimize_treesa,
+};
 
 use super::greedy::{Greedy, tree_flops};
 use super::structure::{Label, Network, Notation};
@@ -329,7 +331,9 @@ impl Network {
                 labels.sort();
                 self.sequence_tree(&labels)
             }
-            (Order::Default, Notation::Einsum) => self.optimized_tree(label_dims, Search::default()),
+            (Order::Default, Notation::Einsum) => {
+                self.optimized_tree(label_dims, Search::default())
+            }
             (Order::Labels(labels), _) => self.sequence_tree(labels),
             (Order::Optimize(opt), _) => self.optimized_tree(label_dims, Search::new(*opt)),
             (Order::Search(search), _) => self.optimized_tree(label_dims, *search),
@@ -450,7 +454,9 @@ impl Network {
             Optimizer::Auto if n > Optimizer::AUTO_EXHAUSTIVE_MAX => greedy().merges,
             Optimizer::Auto | Optimizer::Exhaustive => {
                 let explicit = search.optimizer == Optimizer::Exhaustive;
-                if exhaustive_work(&ixs, self.num_labels()) > EXHAUSTIVE_RATE * search.budget.as_secs_f64() {
+                if exhaustive_work(&ixs, self.num_labels())
+                    > EXHAUSTIVE_RATE * search.budget.as_secs_f64()
+                {
                     greedy().merges
                 } else {
                     let (code, sizes) = omeco_code(&ixs, output, label_dims, None);
@@ -715,7 +721,9 @@ mod tests {
             .map(|_| {
                 let nested = optimize_greedy(&code, &sizes, &GreedyMethod::default()).unwrap();
                 let tree = ContractionTree::new(n, flatten(&nested, n, None).unwrap()).unwrap();
-                NetworkPlan::new(net, dims, &Order::Tree(tree)).unwrap().cost()
+                NetworkPlan::new(net, dims, &Order::Tree(tree))
+                    .unwrap()
+                    .cost()
             })
             .fold(f64::INFINITY, f64::min)
     }
@@ -828,7 +836,15 @@ mod tests {
             (
                 "matrix chain".into(),
                 Network::einsum("ab,bc,cd,de,ef,fg,gh->ah").unwrap(),
-                d(&[&[10, 30], &[30, 5], &[5, 60], &[60, 8], &[8, 40], &[40, 3], &[3, 50]]),
+                d(&[
+                    &[10, 30],
+                    &[30, 5],
+                    &[5, 60],
+                    &[60, 8],
+                    &[8, 40],
+                    &[40, 3],
+                    &[3, 50],
+                ]),
             ),
         ];
         for (sites, chi) in [(10, 16), (50, 16), (200, 8)] {
@@ -856,7 +872,11 @@ mod tests {
                 }
             }
             let dims = idx.iter().map(|ax| vec![4; ax.len()]).collect();
-            cases.push(("grid 6x6 χ=4".into(), Network::ncon(&idx, None).unwrap(), dims));
+            cases.push((
+                "grid 6x6 χ=4".into(),
+                Network::ncon(&idx, None).unwrap(),
+                dims,
+            ));
         }
         for (name, net, dims) in &cases {
             let (ours, theirs) = (greedy_cost(net, dims), omeco_greedy_cost(net, dims, 5));
@@ -996,6 +1016,43 @@ mod tests {
         }
     }
 
+    /// Prints the measured rates behind `EXHAUSTIVE_RATE` and `TREESA_NODE`
+    /// (`cargo test -p adrules-core --release --lib calibrate -- --ignored --nocapture`).
+    #[test]
+    #[ignore = "timing: run by hand to calibrate the budget estimates"]
+    fn calibrate_budget_estimates() {
+        use std::time::Instant;
+        for k in [8i64, 10, 11, 12] {
+            let idx: Vec<Vec<i64>> = (0..k).map(|i| vec![i + 1, (i + 1) % k + 1]).collect();
+            let net = Network::ncon(&idx, None).unwrap();
+            let ixs = net.kept_labels();
+            let dims = vec![3; net.num_labels()];
+            let (code, sizes) = omeco_code(&ixs, net.output(), &dims, None);
+            let t = Instant::now();
+            optimize_exhaustive(&code, &sizes, &ExhaustiveSearch::default()).unwrap();
+            let s = t.elapsed().as_secs_f64();
+            let w = exhaustive_work(&ixs, net.num_labels());
+            eprintln!("exhaustive ring {k}: {s:.4} s, {:.3e} steps/s", w / s);
+        }
+        for sites in [25usize, 50, 100] {
+            let (net, dims) = mps_norm(sites, 8, 2);
+            let mut label_dims = vec![1usize; net.num_labels()];
+            for (ax, d) in net.inputs().iter().zip(&dims) {
+                for (&l, &x) in ax.iter().zip(d) {
+                    label_dims[l] = x;
+                }
+            }
+            let ixs = net.kept_labels();
+            let (code, sizes) = omeco_code(&ixs, net.output(), &label_dims, None);
+            let t = Instant::now();
+            optimize_treesa(&code, &sizes, &TreeSA::fast().with_niters(2)).unwrap();
+            let s = t.elapsed().as_secs_f64();
+            let n = 2 * sites;
+            let per_node = s / (TREESA_BETAS as f64 * 2.0 * 2.0 * n as f64);
+            eprintln!("treesa {n} operands, niters 2: {s:.4} s, {per_node:.3e} s per node-sweep");
+        }
+    }
+
     #[test]
     fn budgets_bound_the_searches() {
         use std::time::Duration;
@@ -1006,7 +1063,9 @@ mod tests {
         let dims = vec![3; net.num_labels()];
         let quick = Search::new(Optimizer::Exhaustive).with_budget(Duration::from_millis(1));
         let t = net.tree(&dims, &Order::Search(quick)).unwrap();
-        let g = net.tree(&dims, &Order::Optimize(Optimizer::Greedy)).unwrap();
+        let g = net
+            .tree(&dims, &Order::Optimize(Optimizer::Greedy))
+            .unwrap();
         assert_eq!(t, g);
         // TreeSA: a zero budget returns the greedy tree; a seed gives reproducible trees
         let none = Search::new(Optimizer::TreeSa).with_budget(Duration::ZERO);
@@ -1019,7 +1078,10 @@ mod tests {
             assert_eq!(a.merges().len(), 15);
         }
         assert_eq!(Search::default().budget(), Search::DEFAULT_BUDGET);
-        assert_eq!(Search::from(Optimizer::Greedy).optimizer(), Optimizer::Greedy);
+        assert_eq!(
+            Search::from(Optimizer::Greedy).optimizer(),
+            Optimizer::Greedy
+        );
     }
 
     #[test]
