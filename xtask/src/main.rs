@@ -478,7 +478,8 @@ fn pairs<'a>(
 }
 
 /// `cargo xtask bench [FILTER…]`: runs the criterion benches of the package
-/// `adrules-benches` (`benches/`: `contract`, `permute`, `rules`, `networks`, `einsum`; arguments are
+/// `adrules-benches` (`benches/`: `contract`, `permute`, `rules`, `networks`, `einsum`, `second_order`,
+/// `planner`; arguments are
 /// passed to criterion, e.g. a filter regex),
 /// then prints markdown tables from criterion's estimates (median time per iteration).
 fn bench(args: &[String]) -> Result<(), String> {
@@ -499,6 +500,8 @@ fn bench(args: &[String]) -> Result<(), String> {
         "einsum",
         "--bench",
         "second_order",
+        "--bench",
+        "planner",
         "--",
     ])
     .args(args);
@@ -725,6 +728,26 @@ fn bench(args: &[String]) -> Result<(), String> {
                 (ours.median_ns - other.median_ns) / 1e3
             );
         }
+    }
+
+    println!("\n### Planning large networks (`NetworkPlan::new`, order search and lowering)\n");
+    println!(
+        "scalars = the einsum `\",,…,->\"` with `Order::Default`; chain = a connected 3 × 3 \
+         matrix chain with integer labels, `Optimizer::Auto` (the einsum default); MPS norm = \
+         ⟨ψ|ψ⟩ of 400 sites (800 tensors, χ = 16, d = 2), `Optimizer::Greedy`. Median time \
+         per plan.\n"
+    );
+    println!("| case | operands | plan |");
+    println!("|---|---:|---:|");
+    let mut rows: Vec<&Estimate> = all.iter().filter(|e| e.group == "planner").collect();
+    rows.sort_by_key(|e| (e.function.clone(), e.value.parse::<usize>().unwrap_or(0)));
+    for e in rows {
+        println!(
+            "| {} | {} | {:.2} ms |",
+            e.function,
+            e.value,
+            e.median_ns / 1e6
+        );
     }
 
     // Written by `cargo bench -p adrules-benches --features burn --bench burn_einsum` (not

@@ -169,16 +169,17 @@ impl Network {
 /// torch's implicit output: the ellipsis first, then the letters used exactly once, sorted
 /// (ASCII: upper case before lower case).
 fn implicit_output(inputs: &[Term], any_ellipsis: bool) -> Term {
-    let all: Vec<Label> = inputs
-        .iter()
-        .flat_map(|t| t.labels.iter().copied())
+    let mut count: std::collections::BTreeMap<Label, usize> = std::collections::BTreeMap::new();
+    for t in inputs {
+        for &l in &t.labels {
+            *count.entry(l).or_insert(0) += 1;
+        }
+    }
+    // sorted by the map's order (Label's Ord: ASCII order for letters)
+    let once: Vec<Label> = count
+        .into_iter()
+        .filter_map(|(l, c)| (c == 1).then_some(l))
         .collect();
-    let mut once: Vec<Label> = all
-        .iter()
-        .copied()
-        .filter(|l| all.iter().filter(|m| *m == l).count() == 1)
-        .collect();
-    once.sort();
     Term {
         labels: once,
         ellipsis: any_ellipsis.then_some(0),

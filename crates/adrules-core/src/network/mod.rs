@@ -11,7 +11,9 @@
 //!    [`Network`]).
 //! 2. **Order** ([`Order`]): the ncon convention (positive labels in increasing order, the
 //!    default for ncon), an explicit label order, an explicit [`ContractionTree`], or a search
-//!    by an [`Optimizer`] of the omeco crate (the default for Einstein strings).
+//!    by an [`Optimizer`] within a [`Search`] budget (the default for Einstein strings:
+//!    exhaustive up to 10 operands, then opt_einsum's greedy heuristic, near-linear in the
+//!    number of operands; omeco's exhaustive search and TreeSA on request).
 //! 3. **Plan** ([`NetworkPlan::new`]): for fixed operand shapes, the network is validated
 //!    against the shapes (ellipses expanded and broadcast) and lowered to a sequence of
 //!    primitive calls ([`Step`]): each operand's own diagonals, traces and sums first (one
@@ -53,6 +55,7 @@
 
 mod cache;
 mod einsum;
+mod greedy;
 mod ncon;
 mod plan;
 mod rules;
@@ -69,7 +72,7 @@ pub use plan::{NetworkPlan, Step};
 pub use rules::NetworkPullback;
 pub use second::{NetworkHvp, SecondOrder};
 pub use structure::{Label, Network, Notation};
-pub use tree::{ContractionTree, Optimizer, Order};
+pub use tree::{ContractionTree, Optimizer, Order, Search};
 
 fn plan_for<B: Backend>(be: &B, network: &Network, tensors: &[&B::Tensor]) -> Result<NetworkPlan> {
     if tensors.len() != network.num_operands() {

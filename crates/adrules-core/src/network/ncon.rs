@@ -101,7 +101,8 @@ impl Network {
                 (1..=k).map(|m| -m).collect()
             }
             Some(out) => {
-                for (i, &l) in out.iter().enumerate() {
+                let mut listed: std::collections::BTreeSet<i64> = std::collections::BTreeSet::new();
+                for &l in out {
                     if l >= 0 {
                         return Err(bad(
                             "output",
@@ -109,14 +110,14 @@ impl Network {
                             "output labels are the open (negative) labels",
                         ));
                     }
-                    if out[..i].contains(&l) {
+                    if !listed.insert(l) {
                         return Err(bad("output", l, "appears twice in the output"));
                     }
                     if !count.contains_key(&l) {
                         return Err(bad("output", l, "appears in the output but in no operand"));
                     }
                 }
-                if let Some(&l) = open.iter().find(|l| !out.contains(l)) {
+                if let Some(&l) = open.iter().find(|l| !listed.contains(l)) {
                     return Err(bad(
                         "output",
                         l,

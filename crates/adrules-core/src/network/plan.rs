@@ -70,15 +70,15 @@ fn size(labels: &[usize], label_dims: &[usize]) -> f64 {
     labels.iter().map(|&l| label_dims[l] as f64).product()
 }
 
-/// Lowers the merge of values labelled `la` and `lb`; labels in `keep` are still needed after
-/// it (in the output or another live value). Shared labels are batch labels when kept and
+/// Lowers the merge of values labelled `la` and `lb`; labels for which `keep` is true are
+/// still needed after it (in the output or another live value). Shared labels are batch labels when kept and
 /// contracted otherwise; with `out`, the result is permuted into that label order. Returns the
 /// spec and the labels of the result.
 fn lower_pair(
     la: &[usize],
     lb: &[usize],
     label_dims: &[usize],
-    keep: &[usize],
+    keep: &impl Fn(usize) -> bool,
     out: Option<&[usize]>,
 ) -> Result<(ContractSpec, Vec<usize>)> {
     let larger = if size(lb, label_dims) > size(la, label_dims) {
@@ -91,7 +91,7 @@ fn lower_pair(
         .copied()
         .filter(|l| la.contains(l) && lb.contains(l))
         .collect();
-    let (batch, contr): (Vec<usize>, Vec<usize>) = shared.iter().partition(|l| keep.contains(l));
+    let (batch, contr): (Vec<usize>, Vec<usize>) = shared.iter().partition(|&&l| keep(l));
     let open_a: Vec<usize> = la.iter().copied().filter(|l| !shared.contains(l)).collect();
     let open_b: Vec<usize> = lb.iter().copied().filter(|l| !shared.contains(l)).collect();
     let natural: Vec<usize> = batch
@@ -173,10 +173,11 @@ impl NetworkPlan {
         let mut labels: Vec<Vec<usize>> = network.inputs().iter().map(|l| l.to_vec()).collect();
         let mut conj: Vec<Conj> = network.conj().to_vec();
         let output = network.output();
+        let is_out = network.output_mask();
         // value holding operand k after its own diagonals and sums
         let mut leaf: Vec<usize> = (0..n).collect();
-        for (k, ax) in network.inputs().iter().enumerate() {
-            let kept = network.kept_labels(k);
+        let all_kept = network.kept_labels();
+        for ((k, ax), kept) in network.inputs().iter().enumerate().zip(all_kept) {
             let reduced = kept.len() < ax.len();
             if !reduced && n > 1 {
                 continue;
@@ -207,16 +208,21 @@ impl NetworkPlan {
             conj.push(Conj::No);
         }
         let mut value_of: Vec<usize> = leaf;
-        let mut alive: Vec<bool> = vec![true; n + tree.merges().len()];
         let last = tree.merges().len();
+        // how many live values of the tree hold each label (each value's labels are distinct)
+        let mut holders: Vec<usize> = vec![0; network.num_labels()];
+        for &v in &value_of {
+            for &l in &labels[v] {
+                holders[l] += 1;
+            }
+        }
         for (m, &[x, y]) in tree.merges().iter().enumerate() {
             let (a, b) = (value_of[x], value_of[y]);
-            alive[x] = false;
-            alive[y] = false;
-            let mut keep: Vec<usize> = output.to_vec();
-            for node in (0..n + m).filter(|&v| alive[v]) {
-                keep.extend(labels[value_of[node]].iter().copied());
+            for &l in labels[a].iter().chain(&labels[b]) {
+                holders[l] -= 1;
             }
+            // needed later: in the output or held by another live value
+            let keep = |l: usize| is_out[l] || holders[l] > 0;
             let out = (m + 1 == last).then_some(output);
             let (mut a, mut b) = (a, b);
             let (mut spec, mut res) = lower_pair(&labels[a], &labels[b], &label_dims, &keep, out)?;
@@ -231,6 +237,9 @@ impl NetworkPlan {
                 inputs: SmallVec::from_slice(&[a, b]),
                 primitive: ContractOp::new(spec).conj(conj[a], conj[b]).into(),
             });
+            for &l in &res {
+                holders[l] += 1;
+            }
             value_of.push(labels.len());
             labels.push(res);
             conj.push(Conj::No);

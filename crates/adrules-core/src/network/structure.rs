@@ -117,6 +117,7 @@ impl Network {
             lists.push(axes);
         }
         let mut out = Axes::new();
+        let mut is_out = vec![false; labels.len()];
         for &l in output {
             let id = id_of(l, &mut labels);
             if id == first.len() {
@@ -126,20 +127,21 @@ impl Network {
                     reason: "appears in the output but in no operand".into(),
                 });
             }
-            if out.contains(&id) {
+            if is_out[id] {
                 return Err(Error::InvalidLabel {
                     arg: "output".into(),
                     label: l.to_string(),
                     reason: "appears twice in the output".into(),
                 });
             }
+            is_out[id] = true;
             out.push(id);
         }
         for (id, &l) in labels.iter().enumerate() {
             if notation != Notation::Ncon {
                 break;
             }
-            let open = out.contains(&id);
+            let open = is_out[id];
             let reason = match (open, n_in[id]) {
                 (true, 1) | (false, 2) => continue,
                 (true, n) => format!(
@@ -394,14 +396,54 @@ impl Network {
         self.labels[id]
     }
 
-    /// The id of `label`, if the network has it.
-    pub(crate) fn label_id(&self, label: Label) -> Option<usize> {
-        self.labels.iter().position(|&l| l == label)
-    }
-
-    /// `true` when label `id` is contracted (or traced), i.e. not in the output.
+    /// `true` when label `id` is contracted (or traced), i.e. not in the output (`O(output)`;
+    /// use [`output_mask`](Self::output_mask) for many labels).
+    #[cfg(test)]
     pub(crate) fn is_contracted(&self, id: usize) -> bool {
         !self.output.contains(&id)
+    }
+
+    /// For each label id, `true` when it is in the output. `O(labels)`.
+    pub(crate) fn output_mask(&self) -> Vec<bool> {
+        let mut is_out = vec![false; self.labels.len()];
+        for &l in &self.output {
+            is_out[l] = true;
+        }
+        is_out
+    }
+
+    /// Label ids of every operand that survive its own diagonals and sums: each distinct
+    /// label once (first appearance order), when the output or another operand needs it.
+    /// `O(Σ ranks + labels)`: per-label counts of the operands holding it, no scans.
+    pub(crate) fn kept_labels(&self) -> Vec<Vec<usize>> {
+        let nl = self.labels.len();
+        let is_out = self.output_mask();
+        // operands holding each label (each operand counted once), via a last-seen stamp
+        let mut holders = vec![0usize; nl];
+        let mut last = vec![usize::MAX; nl];
+        for (k, ax) in self.inputs.iter().enumerate() {
+            for &l in ax {
+                if last[l] != k {
+                    last[l] = k;
+                    holders[l] += 1;
+                }
+            }
+        }
+        last.fill(usize::MAX);
+        self.inputs
+            .iter()
+            .enumerate()
+            .map(|(k, ax)| {
+                let mut kept = Vec::with_capacity(ax.len());
+                for &l in ax {
+                    if last[l] != k && (is_out[l] || holders[l] > 1) {
+                        kept.push(l);
+                    }
+                    last[l] = k;
+                }
+                kept
+            })
+            .collect()
     }
 }
 

@@ -1,15 +1,25 @@
 //! Contraction order: [`ContractionTree`], the [`Order`] to build one, and the
-//! [`Optimizer`]s that search for a cheap one.
+//! [`Optimizer`]s that search for a cheap one, within a [`Search`] budget.
 //!
-//! # Why omeco
-//! Optimized orders come from [omeco](https://crates.io/crates/omeco) (MIT), the Rust port of
-//! OMEinsumContractionOrders.jl by the authors of OMEinsum.jl, rather than from
-//! opt-einsum-path (Apache-2.0, a port of Python's opt_einsum):
+//! # Greedy: this crate's own
+//! [`Optimizer::Greedy`] (and [`Optimizer::Auto`] above
+//! [`Optimizer::AUTO_EXHAUSTIVE_MAX`] operands, the default for Einstein strings) is the
+//! greedy heuristic of opt_einsum (Daniel G. A. Smith and Johnnie Gray, *opt_einsum – A
+//! Python package for optimizing contraction order for einsum-like expressions*, JOSS 3(26),
+//! 753, 2018), implemented here in `O(n · deg² · log n)`: candidate pairs only through shared
+//! summed labels, a binary heap with lazy deletion, per-label holder counts. omeco's greedy
+//! (0.2.6) grows about as `n³` (5.5 s for an 800-tensor MPS norm, where this one takes about
+//! a millisecond) and breaks ties in hash-map order (its trees vary between runs); on the
+//! networks of the benches this one's trees cost the same or less (a test checks it).
+//!
+//! # Exhaustive and TreeSA: omeco
+//! The exact and annealing searches come from [omeco](https://crates.io/crates/omeco) (MIT),
+//! the Rust port of OMEinsumContractionOrders.jl by the authors of OMEinsum.jl, rather than
+//! from opt-einsum-path (Apache-2.0, a port of Python's opt_einsum):
 //! - **quality of paths**: omeco offers an exact dynamic-programming search (minimum flops,
-//!   per connected component), a greedy heuristic, and TreeSA (simulated annealing on
-//!   trees, the method of choice for large tensor networks, Kalachev et al. 2021); the
-//!   opt_einsum family covers small networks equally well (optimal, dp) but has no tree
-//!   annealing for large ones;
+//!   per connected component) and TreeSA (simulated annealing on trees, the method of choice
+//!   for large tensor networks, Kalachev et al. 2021); the opt_einsum family covers small
+//!   networks equally well (optimal, dp) but has no tree annealing for large ones;
 //! - **dependency weight**: omeco's dependencies (rand, rayon, serde, serde_json, thiserror,
 //!   priority-queue) are already in this workspace except priority-queue; opt-einsum-path
 //!   pulls in num (big integers), itertools, lazy_static and the duplicate proc-macro, and
@@ -19,17 +29,20 @@
 //! - **API**: omeco takes integer labels and returns a binary tree (`NestedEinsum`), which
 //!   maps one to one onto [`ContractionTree`].
 //!
-//! Both crates are young, single-maintainer ports; the tree they return is validated here
-//! like any user-supplied tree, so a defect there surfaces as a typed error, not a wrong
-//! number.
+//! omeco's searches cannot be interrupted: the [`Search`] budget decides whether to start
+//! them and how long to wait (see [`Search`]), so planning never hangs. Both crates are
+//! young, single-maintainer ports; the tree they return is validated here like any
+//! user-supplied tree, so a defect there surfaces as a typed error, not a wrong number.
 
 use std::collections::HashMap;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use omeco::{
-    EinCode, ExhaustiveSearch, GreedyMethod, NestedEinsum, TreeSA, optimize_exhaustive,
-    optimize_greedy, optimize_treesa,
+    EinCode, ExhaustiveSearch, NestedEinsum, TreeSA, optimize_exhaustive, optimize_treesa,
 };
 
+use super::greedy::{Greedy, tree_flops};
 use super::structure::{Label, Network, Notation};
 use crate::error::{Error, Result};
 
@@ -99,7 +112,10 @@ impl ContractionTree {
     }
 }
 
-/// A contraction-order search of [omeco](https://crates.io/crates/omeco).
+/// A contraction-order search. [`Greedy`](Optimizer::Greedy) is this crate's own (opt_einsum's
+/// greedy heuristic); [`Exhaustive`](Optimizer::Exhaustive) and [`TreeSa`](Optimizer::TreeSa)
+/// come from [omeco](https://crates.io/crates/omeco). Every search is bounded by the
+/// [`Search`] budget: planning never hangs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Optimizer {
     /// [`Exhaustive`](Optimizer::Exhaustive) up to
@@ -107,16 +123,32 @@ pub enum Optimizer {
     /// [`Greedy`](Optimizer::Greedy).
     #[default]
     Auto,
-    /// Greedy pairwise search (omeco `GreedyMethod`, deterministic, α = 0): repeatedly
-    /// contracts the pair that shrinks the total size most. Fast, good for large networks.
+    /// Greedy pairwise search (opt_einsum's `greedy`: Daniel G. A. Smith and Johnnie Gray,
+    /// *opt_einsum – A Python package for optimizing contraction order for einsum-like
+    /// expressions*, JOSS 3(26), 753, 2018): repeatedly merges the connected pair (sharing a
+    /// summed label) of least cost `size(result) − α·(size(a) + size(b))`, ties broken by the
+    /// smaller value ids; then joins disconnected parts by outer products, smallest first. Two
+    /// runs, α = 1 (opt_einsum's `"memory-removed"`) and α = 0 (omeco's and
+    /// OMEinsumContractionOrders' default, the size of the result), and the tree with fewer
+    /// flops is kept (α = 1 on a tie). Deterministic, `O(n · deg² · log n)` for `n` operands
+    /// whose labels are each held by at most `deg` operands (a label on every operand makes
+    /// it quadratic); not bounded by the budget, which it never needs (10,000 operands plan in
+    /// milliseconds).
     Greedy,
     /// Exact dynamic programming minimising the total flop count within each connected
     /// component (omeco `ExhaustiveSearch`); components are joined by outer products from the
-    /// smallest up. Exponential in the number of operands.
+    /// smallest up. Exponential: about `3^k · labels` steps for a component of `k` operands;
+    /// when that estimate does not fit the [`Search`] budget, the search is not started and
+    /// the [`Greedy`](Optimizer::Greedy) tree is returned instead.
     Exhaustive,
-    /// Simulated annealing on trees (omeco `TreeSA::fast()`, Kalachev, Panteleev, Zhou,
-    /// Yung, *Recursive multi-tensor contraction for XEB verification of quantum circuits*,
-    /// 2021). Randomised; for large networks where greedy trees are too costly.
+    /// Simulated annealing on trees (omeco `TreeSA::fast()`: one trial, 100 temperatures,
+    /// up to 20 sweeps each; Kalachev, Panteleev, Zhou, Yung, *Recursive multi-tensor
+    /// contraction for XEB verification of quantum circuits*, 2021), for large networks where
+    /// greedy trees are too costly. The sweeps per temperature are scaled down to fit half the
+    /// [`Search`] budget (estimated from the network's size); when even one sweep per
+    /// temperature does not fit, or the annealing has not returned when the budget runs out,
+    /// the [`Greedy`](Optimizer::Greedy) tree is returned. Of the annealed and the greedy
+    /// tree, the one with fewer flops is kept. Deterministic for a given [`Search::seed`].
     TreeSa,
 }
 
@@ -125,21 +157,103 @@ impl Optimizer {
     pub const AUTO_EXHAUSTIVE_MAX: usize = 10;
 }
 
+/// An [`Optimizer`] with its time budget and random seed: `Order::Search(Search::new(opt))` is
+/// `Order::Optimize(opt)`.
+///
+/// - **budget** (default [`Search::DEFAULT_BUDGET`], 2 s): wall-clock time the search may
+///   take. omeco's searches cannot be interrupted, so the budget acts before and around them:
+///   an exhaustive search whose estimated work exceeds it is not started, the annealing's
+///   schedule is shortened to fit half of it, and an annealing still running when it ends is
+///   abandoned (its thread finishes in the background; its result is dropped) for the greedy
+///   tree. The greedy search is not timed (it is near-linear).
+/// - **seed** (default 0): the annealing's randomness. omeco 0.2.6 seeds its generator with a
+///   fixed constant and takes no seed, so a non-zero seed relabels the network (a seeded
+///   shuffle of the operands, which changes the annealing's trajectory but not the network);
+///   seed 0 keeps omeco's own order. The other optimizers are deterministic and ignore it.
+///
+/// A search whose budget is exceeded still returns a valid tree (the best found: the greedy
+/// one), so plans for the same network, shapes and search are reproducible except when the
+/// annealing is cut off by the clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Search {
+    optimizer: Optimizer,
+    budget: Duration,
+    seed: u64,
+}
+
+impl Default for Search {
+    fn default() -> Self {
+        Search::new(Optimizer::Auto)
+    }
+}
+
+impl Search {
+    /// Default time budget of a search.
+    pub const DEFAULT_BUDGET: Duration = Duration::from_secs(2);
+
+    /// `optimizer` with the default budget and seed 0.
+    pub const fn new(optimizer: Optimizer) -> Self {
+        Search {
+            optimizer,
+            budget: Search::DEFAULT_BUDGET,
+            seed: 0,
+        }
+    }
+
+    /// The same search with time budget `budget` (see the type docs; `Duration::ZERO` asks for
+    /// the greedy tree whenever a search would take time).
+    pub const fn with_budget(self, budget: Duration) -> Self {
+        Search { budget, ..self }
+    }
+
+    /// The same search with seed `seed` (used by [`Optimizer::TreeSa`] only).
+    pub const fn with_seed(self, seed: u64) -> Self {
+        Search { seed, ..self }
+    }
+
+    /// The optimizer.
+    pub fn optimizer(&self) -> Optimizer {
+        self.optimizer
+    }
+
+    /// The time budget.
+    pub fn budget(&self) -> Duration {
+        self.budget
+    }
+
+    /// The seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+}
+
+impl From<Optimizer> for Search {
+    fn from(optimizer: Optimizer) -> Self {
+        Search::new(optimizer)
+    }
+}
+
 /// How to choose the contraction tree of a network.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Order {
     /// The notation's default: for ncon, the ncon convention (positive labels in increasing
-    /// order, see [`Order::Labels`]); for Einstein strings, [`Optimizer::Auto`].
+    /// order, see [`Order::Labels`]); for Einstein strings, [`Optimizer::Auto`] with the
+    /// default [`Search`] budget.
     #[default]
     Default,
     /// The ncon sequence rule with an explicit label order (TensorOperations' `order`
     /// keyword): partial traces first; then, for each contracted label in this order that is
-    /// still open between two values, contract those two values over every label they share;
+    /// still open between two values, contract those two values over every label they share
+    /// (with a hyperedge, the two values holding it that come first, by their first operand);
     /// finally, join disconnected parts by outer products from left to right. The list must be
-    /// a permutation of the network's contracted labels (traced ones included).
+    /// a permutation of the network's contracted labels (traced ones included). Linear in
+    /// the size of the network (times the number of holders of a hyperedge).
     Labels(Vec<Label>),
-    /// An order searched by an [`Optimizer`] for the given shapes.
+    /// An order searched by an [`Optimizer`] for the given shapes, with the default
+    /// [`Search`] budget and seed.
     Optimize(Optimizer),
+    /// An order searched for the given shapes, with an explicit budget and seed.
+    Search(Search),
     /// An explicit tree.
     Tree(ContractionTree),
 }
@@ -151,75 +265,78 @@ impl Order {
     }
 }
 
-/// Values and their labels while a tree is built.
+/// Values and their labels while a tree is built by the sequence rule: live holders and holder
+/// counts per label, so that each merge costs the ranks of its two values (plus the holders
+/// of their labels).
 struct Frontier {
-    next: usize,
-    values: Vec<(usize, Vec<usize>)>,
+    /// labels of each value (SSA ids)
+    labels: Vec<Vec<usize>>,
+    /// smallest operand in each value's subtree: the frontier's left-to-right order
+    first: Vec<usize>,
+    alive: Vec<bool>,
+    /// live values holding each label
+    holders: Vec<Vec<usize>>,
+    is_out: Vec<bool>,
     merges: Vec<[usize; 2]>,
-    output: Vec<usize>,
 }
 
 impl Frontier {
-    /// Merges values `i` and `j`; the result keeps the labels still needed (in the output or
-    /// in another value): open and batch labels stay, the others are summed.
+    /// Merges values `i` and `j` (`i` first); the result keeps the labels still needed (in
+    /// the output or in another live value): open and batch labels stay, the others are
+    /// summed.
     fn merge(&mut self, i: usize, j: usize) {
-        let (vj, lj) = self.values.remove(j);
-        let (vi, li) = &self.values[i];
-        let (vi, li) = (*vi, li.clone());
-        let needed = |l: &usize| {
-            self.output.contains(l)
-                || self
-                    .values
-                    .iter()
-                    .enumerate()
-                    .any(|(x, (_, lx))| x != i && lx.contains(l))
-        };
-        let labels: Vec<usize> = li
-            .iter()
-            .chain(lj.iter().filter(|l| !li.contains(l)))
-            .copied()
-            .filter(needed)
-            .collect();
-        self.merges.push([vi, vj]);
-        self.values[i] = (self.next, labels);
-        self.next += 1;
+        let v = self.labels.len();
+        let mut res: Vec<usize> = Vec::with_capacity(self.labels[i].len() + self.labels[j].len());
+        for (x, other) in [(i, j), (j, i)] {
+            for &l in &self.labels[x] {
+                let in_other = self.labels[other].contains(&l);
+                if x == j && in_other {
+                    continue; // added from i
+                }
+                let held = 1 + usize::from(in_other);
+                if self.is_out[l] || self.holders[l].len() > held {
+                    res.push(l);
+                }
+            }
+        }
+        for x in [i, j] {
+            self.alive[x] = false;
+            for &l in &self.labels[x] {
+                let h = &mut self.holders[l];
+                if let Some(p) = h.iter().position(|&y| y == x) {
+                    h.swap_remove(p);
+                }
+            }
+        }
+        for &l in &res {
+            self.holders[l].push(v);
+        }
+        self.merges.push([i, j]);
+        self.first.push(self.first[i].min(self.first[j]));
+        self.alive.push(true);
+        self.labels.push(res);
     }
 }
 
 impl Network {
-    /// Label ids of operand `k` that survive its own diagonals and sums: each distinct label
-    /// once (first appearance order), when the output or another operand needs it.
-    pub(crate) fn kept_labels(&self, k: usize) -> Vec<usize> {
-        let ax = &self.inputs()[k];
-        let mut kept: Vec<usize> = Vec::with_capacity(ax.len());
-        for &l in ax {
-            let needed = self.output().contains(&l)
-                || self
-                    .inputs()
-                    .iter()
-                    .enumerate()
-                    .any(|(m, other)| m != k && other.contains(&l));
-            if needed && !kept.contains(&l) {
-                kept.push(l);
-            }
-        }
-        kept
-    }
-
     /// The tree `order` asks for, given the dimension of every label (by id).
     pub(crate) fn tree(&self, label_dims: &[usize], order: &Order) -> Result<ContractionTree> {
         match (order, self.notation()) {
             (Order::Default, Notation::Ncon) => {
+                let is_out = self.output_mask();
                 let mut labels: Vec<Label> = (0..self.num_labels())
-                    .filter(|&id| self.is_contracted(id))
+                    .filter(|&id| !is_out[id])
                     .map(|id| self.label(id))
                     .collect();
                 labels.sort();
                 self.sequence_tree(&labels)
             }
-            (Order::Default, Notation::Einsum) => self.optimized_tree(label_dims, Optimizer::Auto),
+            (Order::Default, Notation::Einsum) => {
+                self.optimized_tree(label_dims, Search::default())
+            }
             (Order::Labels(labels), _) => self.sequence_tree(labels),
-            (Order::Optimize(opt), _) => self.optimized_tree(label_dims, *opt),
+            (Order::Optimize(opt), _) => self.optimized_tree(label_dims, Search::new(*opt)),
+            (Order::Search(search), _) => self.optimized_tree(label_dims, *search),
             (Order::Tree(tree), _) => {
                 if tree.operands() != self.num_operands() {
                     return Err(Error::CountMismatch {
@@ -235,11 +352,22 @@ impl Network {
 
     fn frontier(&self) -> Frontier {
         let n = self.num_operands();
+        let labels = self.kept_labels();
+        let mut holders: Vec<Vec<usize>> = vec![Vec::new(); self.num_labels()];
+        for (k, ax) in labels.iter().enumerate() {
+            for &l in ax {
+                holders[l].push(k);
+            }
+        }
+        let mut all = Vec::with_capacity(2 * n);
+        all.extend(labels);
         Frontier {
-            next: n,
-            values: (0..n).map(|k| (k, self.kept_labels(k))).collect(),
+            labels: all,
+            first: (0..n).collect(),
+            alive: vec![true; n],
+            holders,
+            is_out: self.output_mask(),
             merges: Vec::with_capacity(n.saturating_sub(1)),
-            output: self.output().to_vec(),
         }
     }
 
@@ -249,20 +377,25 @@ impl Network {
             label: l.to_string(),
             reason: reason.into(),
         };
+        let id_of: HashMap<Label, usize> = (0..self.num_labels())
+            .map(|id| (self.label(id), id))
+            .collect();
+        let is_out = self.output_mask();
+        let mut listed = vec![false; self.num_labels()];
         let mut ids = Vec::with_capacity(order.len());
-        for (i, &l) in order.iter().enumerate() {
-            match self.label_id(l) {
-                Some(id) if self.is_contracted(id) => {}
+        for &l in order {
+            match id_of.get(&l) {
+                Some(&id) if !is_out[id] => {
+                    if listed[id] {
+                        return Err(bad(l, "appears twice in the order"));
+                    }
+                    listed[id] = true;
+                    ids.push(id);
+                }
                 _ => return Err(bad(l, "is not a contracted label of the network")),
             }
-            if order[..i].contains(&l) {
-                return Err(bad(l, "appears twice in the order"));
-            }
-            ids.extend(self.label_id(l));
         }
-        if let Some(id) =
-            (0..self.num_labels()).find(|&id| self.is_contracted(id) && !ids.contains(&id))
-        {
+        if let Some(id) = (0..self.num_labels()).find(|&id| !is_out[id] && !listed[id]) {
             return Err(bad(
                 self.label(id),
                 "is contracted but missing from the order",
@@ -270,72 +403,262 @@ impl Network {
         }
         let mut f = self.frontier();
         for id in ids {
-            let mut holders = f
-                .values
-                .iter()
-                .enumerate()
-                .filter(|(_, (_, l))| l.contains(&id));
-            if let (Some((i, _)), Some((j, _))) = (holders.next(), holders.next()) {
+            // the two holders that come first in the frontier (by first operand)
+            let mut two: [Option<usize>; 2] = [None, None];
+            for &v in &f.holders[id] {
+                let key = f.first[v];
+                match two {
+                    [None, _] => two[0] = Some(v),
+                    [Some(a), _] if key < f.first[a] => two = [Some(v), two[0]],
+                    [Some(_), None] => two[1] = Some(v),
+                    [Some(_), Some(b)] if key < f.first[b] => two[1] = Some(v),
+                    _ => {}
+                }
+            }
+            if let [Some(i), Some(j)] = two {
                 f.merge(i, j);
             }
         }
-        while f.values.len() > 1 {
-            f.merge(0, 1);
+        let mut rest: Vec<usize> = (0..f.labels.len()).filter(|&v| f.alive[v]).collect();
+        rest.sort_by_key(|&v| f.first[v]);
+        if let Some((&head, tail)) = rest.split_first() {
+            let mut acc = head;
+            for &v in tail {
+                f.merge(acc, v);
+                acc = f.labels.len() - 1;
+            }
         }
         ContractionTree::new(self.num_operands(), f.merges)
     }
 
-    fn optimized_tree(&self, label_dims: &[usize], opt: Optimizer) -> Result<ContractionTree> {
+    fn optimized_tree(&self, label_dims: &[usize], search: Search) -> Result<ContractionTree> {
         let n = self.num_operands();
         if n <= 2 {
             return ContractionTree::new(n, if n == 2 { vec![[0, 1]] } else { vec![] });
         }
-        let ixs: Vec<Vec<usize>> = (0..n).map(|k| self.kept_labels(k)).collect();
-        let code = EinCode::new(ixs, self.output().to_vec());
+        let start = Instant::now();
+        let ixs: Vec<Vec<usize>> = self.kept_labels();
+        let output = self.output();
         // Zero-size labels make every order free; give the search finite logarithms.
-        let sizes: HashMap<usize, usize> = label_dims
+        let log2_dims: Vec<f64> = label_dims
             .iter()
-            .enumerate()
-            .map(|(id, &d)| (id, d.max(1)))
+            .map(|&d| (d.max(1) as f64).log2())
             .collect();
-        let greedy = || optimize_greedy(&code, &sizes, &GreedyMethod::default());
-        let nested = match opt {
-            Optimizer::Auto if n <= Optimizer::AUTO_EXHAUSTIVE_MAX => {
-                optimize_exhaustive(&code, &sizes, &ExhaustiveSearch::default())
-                    .ok()
-                    .or_else(greedy)
+        let greedy = || {
+            let a = Greedy { alpha: 1.0 }.run(&ixs, output, &log2_dims);
+            let b = Greedy { alpha: 0.0 }.run(&ixs, output, &log2_dims);
+            if b.flops < a.flops { b } else { a }
+        };
+        let merges = match search.optimizer {
+            Optimizer::Greedy => greedy().merges,
+            Optimizer::Auto if n > Optimizer::AUTO_EXHAUSTIVE_MAX => greedy().merges,
+            Optimizer::Auto | Optimizer::Exhaustive => {
+                let explicit = search.optimizer == Optimizer::Exhaustive;
+                if exhaustive_work(&ixs, self.num_labels())
+                    > EXHAUSTIVE_RATE * search.budget.as_secs_f64()
+                {
+                    greedy().merges
+                } else {
+                    let (code, sizes) = omeco_code(&ixs, output, label_dims, None);
+                    match optimize_exhaustive(&code, &sizes, &ExhaustiveSearch::default()) {
+                        Ok(nested) => flatten(&nested, n, None)?,
+                        Err(e) if explicit => {
+                            return Err(Error::invalid("order", format!("omeco: {e}")));
+                        }
+                        Err(_) => greedy().merges,
+                    }
+                }
             }
-            Optimizer::Auto | Optimizer::Greedy => greedy(),
-            Optimizer::Exhaustive => Some(
-                optimize_exhaustive(&code, &sizes, &ExhaustiveSearch::default())
-                    .map_err(|e| Error::invalid("order", format!("omeco: {e}")))?,
-            ),
-            Optimizer::TreeSa => optimize_treesa(&code, &sizes, &TreeSA::fast()),
-        }
-        .ok_or_else(|| Error::invalid("order", "omeco found no contraction tree"))?;
-        let mut merges = Vec::with_capacity(n - 1);
-        flatten(&nested, n, &mut merges)?;
+            Optimizer::TreeSa => {
+                let g = greedy();
+                let left = search.budget.saturating_sub(start.elapsed());
+                match treesa(&ixs, output, label_dims, n, left, search.seed)? {
+                    Some(m) if tree_flops(&ixs, output, &log2_dims, &m) < g.flops => m,
+                    _ => g.merges,
+                }
+            }
+        };
         ContractionTree::new(n, merges)
     }
 }
 
-/// Post-order walk of omeco's tree into SSA merges; returns the value of `node`.
-fn flatten(node: &NestedEinsum<usize>, n: usize, merges: &mut Vec<[usize; 2]>) -> Result<usize> {
-    match node {
-        NestedEinsum::Leaf { tensor_index } => Ok(*tensor_index),
-        NestedEinsum::Node { args, .. } => match args.as_slice() {
-            [a, b] => {
-                let a = flatten(a, n, merges)?;
-                let b = flatten(b, n, merges)?;
-                merges.push([a, b]);
-                Ok(n + merges.len() - 1)
-            }
-            _ => Err(Error::invalid(
-                "order",
-                format!("omeco returned a node with {} children", args.len()),
-            )),
-        },
+/// Steps an omeco exhaustive search takes per second (the unit of [`exhaustive_work`]):
+/// 1.7e8 to 3.8e8 measured on rings of 8 to 12 operands (2-core machine, release build;
+/// `calibrate_budget_estimates`), rounded down.
+const EXHAUSTIVE_RATE: f64 = 1e8;
+
+/// Estimated steps of omeco's exhaustive search: `Σ_c 3^{k_c} · (labels + 1)` over the
+/// connected components (through any shared label) of `k_c` operands.
+fn exhaustive_work(ixs: &[Vec<usize>], num_labels: usize) -> f64 {
+    // union-find over operands, joined through the first holder of each label
+    let mut parent: Vec<usize> = (0..ixs.len()).collect();
+    fn root(p: &mut [usize], mut x: usize) -> usize {
+        while p[x] != x {
+            p[x] = p[p[x]];
+            x = p[x];
+        }
+        x
     }
+    let mut holder: Vec<Option<usize>> = vec![None; num_labels];
+    for (k, ax) in ixs.iter().enumerate() {
+        for &l in ax {
+            match holder[l] {
+                None => holder[l] = Some(k),
+                Some(h) => {
+                    let (a, b) = (root(&mut parent, h), root(&mut parent, k));
+                    parent[a] = b;
+                }
+            }
+        }
+    }
+    let mut size = vec![0usize; ixs.len()];
+    for k in 0..ixs.len() {
+        let r = root(&mut parent, k);
+        size[r] += 1;
+    }
+    size.iter()
+        .filter(|&&s| s > 1)
+        .map(|&s| 3f64.powi(s as i32) * (num_labels + 1) as f64)
+        .sum()
+}
+
+/// omeco's input: the operands' kept labels (in the order `perm`, when given) and the label
+/// dimensions (at least 1).
+fn omeco_code(
+    ixs: &[Vec<usize>],
+    output: &[usize],
+    label_dims: &[usize],
+    perm: Option<&[usize]>,
+) -> (EinCode<usize>, HashMap<usize, usize>) {
+    let ixs: Vec<Vec<usize>> = match perm {
+        Some(p) => p.iter().map(|&k| ixs[k].clone()).collect(),
+        None => ixs.to_vec(),
+    };
+    let sizes: HashMap<usize, usize> = label_dims
+        .iter()
+        .enumerate()
+        .map(|(id, &d)| (id, d.max(1)))
+        .collect();
+    (EinCode::new(ixs, output.to_vec()), sizes)
+}
+
+/// Seconds per operand³ of omeco's greedy (TreeSA's initial tree): 5.5 s for 800 operands.
+const OMECO_GREEDY_CUBIC: f64 = 1.1e-8;
+/// Seconds per tree node and sweep of omeco's annealing, its greedy start included: 3e-7 to
+/// 1.2e-6 measured on MPS norms of 50 to 200 operands (release build, 2-core machine;
+/// `calibrate_budget_estimates`), rounded up.
+const TREESA_NODE: f64 = 1e-6;
+/// Temperatures of `TreeSA::fast()`, and its sweeps per temperature.
+const TREESA_BETAS: usize = 100;
+const TREESA_NITERS: usize = 20;
+
+/// omeco's TreeSA within `budget` (see [`Optimizer::TreeSa`]); `None` when it does not fit or
+/// does not return in time.
+fn treesa(
+    ixs: &[Vec<usize>],
+    output: &[usize],
+    label_dims: &[usize],
+    n: usize,
+    budget: Duration,
+    seed: u64,
+) -> Result<Option<Vec<[usize; 2]>>> {
+    let nf = n as f64;
+    let init = OMECO_GREEDY_CUBIC * nf.powi(3);
+    let per_level = 2.0 * nf * TREESA_NODE;
+    let room = budget.as_secs_f64() / 2.0 - init;
+    let niters = (room / (TREESA_BETAS as f64 * per_level)).floor();
+    if niters < 1.0 {
+        return Ok(None);
+    }
+    let niters = (niters as usize).min(TREESA_NITERS);
+    let perm: Vec<usize> = if seed == 0 {
+        (0..n).collect()
+    } else {
+        shuffled(n, seed)
+    };
+    let (code, sizes) = omeco_code(ixs, output, label_dims, Some(&perm));
+    let (tx, rx) = mpsc::channel();
+    let worker = std::thread::Builder::new()
+        .name("adrules-treesa".into())
+        .spawn(move || {
+            let config = TreeSA::fast().with_niters(niters);
+            let nested = optimize_treesa(&code, &sizes, &config);
+            let merges = nested.map(|t| flatten(&t, n, Some(&perm)));
+            let _ = tx.send(merges);
+        });
+    if worker.is_err() {
+        return Ok(None); // no thread: the greedy tree
+    }
+    match rx.recv_timeout(budget) {
+        Ok(Some(merges)) => merges.map(Some),
+        Ok(None) | Err(_) => Ok(None),
+    }
+}
+
+/// A permutation of `0..n` from `seed` (Fisher–Yates with SplitMix64).
+fn shuffled(n: usize, seed: u64) -> Vec<usize> {
+    let mut state = seed;
+    let mut next = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let mut p: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        let j = (next() % (i as u64 + 1)) as usize;
+        p.swap(i, j);
+    }
+    p
+}
+
+/// Post-order walk of omeco's tree into SSA merges (iterative: annealed trees can be deep);
+/// leaf `t` is operand `perm[t]` when a permutation is given.
+fn flatten(
+    root: &NestedEinsum<usize>,
+    n: usize,
+    perm: Option<&[usize]>,
+) -> Result<Vec<[usize; 2]>> {
+    let mut merges = Vec::with_capacity(n.saturating_sub(1));
+    // (node, children done); finished values on `done`
+    let mut stack: Vec<(&NestedEinsum<usize>, bool)> = vec![(root, false)];
+    let mut done: Vec<usize> = Vec::new();
+    while let Some((node, expanded)) = stack.pop() {
+        match node {
+            NestedEinsum::Leaf { tensor_index } => {
+                let t = *tensor_index;
+                let k = match perm {
+                    Some(p) => p.get(t).copied(),
+                    None => Some(t),
+                };
+                done.push(k.filter(|&k| k < n).ok_or_else(|| {
+                    Error::invalid("order", format!("omeco returned an unknown tensor {t}"))
+                })?);
+            }
+            NestedEinsum::Node { args, .. } => match (args.as_slice(), expanded) {
+                ([a, b], false) => {
+                    stack.push((node, true));
+                    stack.push((b, false));
+                    stack.push((a, false));
+                }
+                ([_, _], true) => {
+                    let (Some(b), Some(a)) = (done.pop(), done.pop()) else {
+                        return Err(Error::invalid("order", "omeco returned a malformed tree"));
+                    };
+                    merges.push([a, b]);
+                    done.push(n + merges.len() - 1);
+                }
+                _ => {
+                    return Err(Error::invalid(
+                        "order",
+                        format!("omeco returned a node with {} children", args.len()),
+                    ));
+                }
+            },
+        }
+    }
+    Ok(merges)
 }
 
 #[cfg(test)]
@@ -380,6 +703,387 @@ mod tests {
                 Err(Error::InvalidLabel { .. })
             ));
         }
+    }
+
+    /// omeco 0.2.6's greedy (today's `Optimizer::Greedy` before this crate's own): the best of
+    /// `runs` runs (its ties follow HashMap order, which varies between runs).
+    fn omeco_greedy_cost(net: &Network, dims: &[Vec<usize>], runs: usize) -> f64 {
+        use crate::network::NetworkPlan;
+        use omeco::{GreedyMethod, optimize_greedy};
+        let n = net.num_operands();
+        let mut label_dims = vec![1usize; net.num_labels()];
+        for (ax, d) in net.inputs().iter().zip(dims) {
+            for (&l, &x) in ax.iter().zip(d) {
+                label_dims[l] = x;
+            }
+        }
+        let ixs = net.kept_labels();
+        let (code, sizes) = omeco_code(&ixs, net.output(), &label_dims, None);
+        (0..runs)
+            .map(|_| {
+                let nested = optimize_greedy(&code, &sizes, &GreedyMethod::default()).unwrap();
+                let tree = ContractionTree::new(n, flatten(&nested, n, None).unwrap()).unwrap();
+                NetworkPlan::new(net, dims, &Order::Tree(tree))
+                    .unwrap()
+                    .cost()
+            })
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    fn greedy_cost(net: &Network, dims: &[Vec<usize>]) -> f64 {
+        crate::network::NetworkPlan::new(net, dims, &Order::Optimize(Optimizer::Greedy))
+            .unwrap()
+            .cost()
+    }
+
+    /// An MPS norm ⟨ψ|ψ⟩ of `sites` sites (bond χ, physical d, open boundaries) in ncon form.
+    pub(crate) fn mps_norm(sites: usize, chi: usize, d: usize) -> (Network, Vec<Vec<usize>>) {
+        let bond = |s: usize, layer: i64| 3 * s as i64 + layer; // bond right of site s
+        let phys = |s: usize| 3 * s as i64 + 3;
+        let mut idx: Vec<Vec<i64>> = Vec::new();
+        let mut dims = Vec::new();
+        for layer in [1, 2] {
+            for s in 0..sites {
+                let mut ax = Vec::new();
+                let mut dm = Vec::new();
+                if s > 0 {
+                    ax.push(bond(s - 1, layer));
+                    dm.push(chi);
+                }
+                ax.push(phys(s));
+                dm.push(d);
+                if s + 1 < sites {
+                    ax.push(bond(s, layer));
+                    dm.push(chi);
+                }
+                idx.push(ax);
+                dims.push(dm);
+            }
+        }
+        (Network::ncon(&idx, None).unwrap(), dims)
+    }
+
+    /// Deterministic pseudo-random networks (xorshift): `n` operands, each label shared by
+    /// two operands or open, dimensions 2..=5.
+    fn random_network(seed: u64, n: usize) -> (Network, Vec<Vec<usize>>) {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = move |m: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % m as u64) as usize
+        };
+        let mut idx: Vec<Vec<i64>> = vec![Vec::new(); n];
+        let mut dims: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut label = 1i64;
+        // a spanning chain, then extra edges and a few open legs
+        for k in 1..n {
+            let j = next(k);
+            let d = 2 + next(4);
+            idx[k].push(label);
+            dims[k].push(d);
+            idx[j].push(label);
+            dims[j].push(d);
+            label += 1;
+        }
+        for _ in 0..n / 2 {
+            let (a, b) = (next(n), next(n));
+            if a == b || idx[a].len() > 4 || idx[b].len() > 4 {
+                continue;
+            }
+            let d = 2 + next(4);
+            idx[a].push(label);
+            dims[a].push(d);
+            idx[b].push(label);
+            dims[b].push(d);
+            label += 1;
+        }
+        let mut open = -1i64;
+        for k in 0..n {
+            if next(4) == 0 {
+                idx[k].push(open);
+                dims[k].push(2 + next(3));
+                open -= 1;
+            }
+        }
+        (Network::ncon(&idx, None).unwrap(), dims)
+    }
+
+    #[test]
+    fn greedy_no_worse_than_omeco_greedy() {
+        let d = |dims: &[&[usize]]| dims.iter().map(|d| d.to_vec()).collect::<Vec<_>>();
+        // the networks of the benches (benches/networks.rs, benches/einsum.rs), then classic
+        // chains, a grid and MPS norms: deterministic, so ours must be as cheap as omeco's
+        let mut cases: Vec<(String, Network, Vec<Vec<usize>>)> = vec![
+            (
+                "abc,bde,cdf->aef d=64".into(),
+                Network::einsum("abc,bde,cdf->aef").unwrap(),
+                d(&[&[64; 3], &[64; 3], &[64; 3]]),
+            ),
+            (
+                "abc,bde,cdf->aef d=8".into(),
+                Network::einsum("abc,bde,cdf->aef").unwrap(),
+                d(&[&[8; 3], &[8; 3], &[8; 3]]),
+            ),
+            (
+                "ij,jk,kl->il n=1024".into(),
+                Network::einsum("ij,jk,kl->il").unwrap(),
+                d(&[&[1024; 2], &[1024; 2], &[1024; 2]]),
+            ),
+            (
+                "bij,bjk->bik".into(),
+                Network::einsum("bij,bjk->bik").unwrap(),
+                d(&[&[64, 128, 128], &[64, 128, 128]]),
+            ),
+            (
+                "matrix chain".into(),
+                Network::einsum("ab,bc,cd,de,ef,fg,gh->ah").unwrap(),
+                d(&[
+                    &[10, 30],
+                    &[30, 5],
+                    &[5, 60],
+                    &[60, 8],
+                    &[8, 40],
+                    &[40, 3],
+                    &[3, 50],
+                ]),
+            ),
+        ];
+        for (sites, chi) in [(10, 16), (50, 16), (200, 8)] {
+            let (net, dims) = mps_norm(sites, chi, 2);
+            cases.push((format!("MPS norm {sites} sites χ={chi}"), net, dims));
+        }
+        {
+            // 6×6 grid, bond 4, closed
+            let (w, h) = (6usize, 6usize);
+            let mut idx: Vec<Vec<i64>> = vec![Vec::new(); w * h];
+            let mut label = 1;
+            for r in 0..h {
+                for c in 0..w {
+                    let k = r * w + c;
+                    if c + 1 < w {
+                        idx[k].push(label);
+                        idx[k + 1].push(label);
+                        label += 1;
+                    }
+                    if r + 1 < h {
+                        idx[k].push(label);
+                        idx[k + w].push(label);
+                        label += 1;
+                    }
+                }
+            }
+            let dims = idx.iter().map(|ax| vec![4; ax.len()]).collect();
+            cases.push((
+                "grid 6x6 χ=4".into(),
+                Network::ncon(&idx, None).unwrap(),
+                dims,
+            ));
+        }
+        for (name, net, dims) in &cases {
+            let (ours, theirs) = (greedy_cost(net, dims), omeco_greedy_cost(net, dims, 5));
+            eprintln!("{name}: ours {ours:.4e}, omeco greedy {theirs:.4e}");
+            assert!(ours <= theirs * (1.0 + 1e-9), "{name}: {ours} > {theirs}");
+        }
+        // random networks: report, and require the total to be no worse
+        let (mut sum_ours, mut sum_theirs, mut worse) = (0.0, 0.0, 0);
+        for seed in 1..=40u64 {
+            let (net, dims) = random_network(seed, 12 + (seed as usize % 5) * 6);
+            let (ours, theirs) = (greedy_cost(&net, &dims), omeco_greedy_cost(&net, &dims, 1));
+            if ours > theirs * (1.0 + 1e-9) {
+                worse += 1;
+                eprintln!("random seed {seed}: ours {ours:.4e} > omeco {theirs:.4e}");
+            }
+            sum_ours += ours / theirs;
+            sum_theirs += 1.0;
+        }
+        eprintln!(
+            "random networks: mean cost ratio ours/omeco {:.4}, ours worse on {worse} of 40",
+            sum_ours / sum_theirs
+        );
+        assert!(sum_ours <= sum_theirs, "greedy worse than omeco on average");
+    }
+
+    #[test]
+    fn large_networks_plan() {
+        // 10,000 scalars (the einsum ",,…,->") and an 800-tensor MPS norm: not timed, but a
+        // regression to O(n²) or O(n³) planning makes this test slow enough to notice
+        use crate::network::NetworkPlan;
+        let n = 10_000;
+        let s = format!("{}->", vec![""; n].join(","));
+        let net = Network::einsum(&s).unwrap();
+        let dims: Vec<Vec<usize>> = vec![vec![]; n];
+        let plan = NetworkPlan::new(&net, &dims, &Order::Default).unwrap();
+        assert_eq!(plan.tree().merges().len(), n - 1);
+        let (net, dims) = mps_norm(400, 16, 2);
+        let plan = NetworkPlan::new(&net, &dims, &Order::Optimize(Optimizer::Greedy)).unwrap();
+        assert_eq!(plan.tree().merges().len(), 799);
+        assert!(plan.output_dims().is_empty());
+        // a chain ab,bc,…: connected, 10,000 matrices, through the default einsum search
+        let idx: Vec<Vec<i64>> = (0..n as i64)
+            .map(|k| match k {
+                0 => vec![-1, 1],
+                k if k == n as i64 - 1 => vec![k, -2],
+                k => vec![k, k + 1],
+            })
+            .collect();
+        let net = Network::ncon(&idx, None).unwrap();
+        let dims: Vec<Vec<usize>> = vec![vec![3, 3]; n];
+        let plan = NetworkPlan::new(&net, &dims, &Order::Optimize(Optimizer::Auto)).unwrap();
+        assert_eq!(plan.output_dims(), &[3, 3]);
+        let plan = NetworkPlan::new(&net, &dims, &Order::Default).unwrap(); // ncon sequence
+        assert_eq!(plan.output_dims(), &[3, 3]);
+    }
+
+    /// The sequence rule as written before the holder counts (scans of every value): the
+    /// oracle that the near-linear [`Frontier`] must reproduce merge for merge.
+    fn sequence_tree_by_scans(net: &Network, ids: &[usize]) -> Vec<[usize; 2]> {
+        let is_out = net.output_mask();
+        let kept = net.kept_labels();
+        let mut values: Vec<(usize, Vec<usize>)> = kept.into_iter().enumerate().collect();
+        let mut next = values.len();
+        let mut merges = Vec::new();
+        let mut merge = |values: &mut Vec<(usize, Vec<usize>)>, i: usize, j: usize| {
+            let (vj, lj) = values.remove(j);
+            let (vi, li) = values[i].clone();
+            let needed = |l: &usize| {
+                is_out[*l]
+                    || values
+                        .iter()
+                        .enumerate()
+                        .any(|(x, (_, lx))| x != i && lx.contains(l))
+            };
+            let labels: Vec<usize> = li
+                .iter()
+                .chain(lj.iter().filter(|l| !li.contains(l)))
+                .copied()
+                .filter(needed)
+                .collect();
+            merges.push([vi, vj]);
+            values[i] = (next, labels);
+            next += 1;
+        };
+        for &id in ids {
+            let mut holders = values
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, l))| l.contains(&id))
+                .map(|(i, _)| i);
+            if let (Some(i), Some(j)) = (holders.next(), holders.next()) {
+                merge(&mut values, i, j);
+            }
+        }
+        while values.len() > 1 {
+            merge(&mut values, 0, 1);
+        }
+        merges
+    }
+
+    #[test]
+    fn sequence_rule_matches_the_scanning_version() {
+        // random ncon networks (every label twice) in several label orders, and Einstein
+        // strings with hyperedges, batch labels and disconnected parts
+        let mut cases: Vec<Network> = (1..=30u64)
+            .map(|seed| random_network(seed, 3 + seed as usize % 9).0)
+            .collect();
+        for s in [
+            "ab,bc,cd,da->",
+            "ai,bi,ci,di->abcd",
+            "i,i,i,j,j->",
+            "bij,bjk,bkl->bil",
+            "ab,cd,bc,ef,e->adf",
+            "ii,ij,jk,k,l,->",
+        ] {
+            cases.push(Network::einsum(s).unwrap());
+        }
+        for (c, net) in cases.iter().enumerate() {
+            let is_out = net.output_mask();
+            let mut ids: Vec<usize> = (0..net.num_labels()).filter(|&l| !is_out[l]).collect();
+            for round in 0..3 {
+                if round > 0 {
+                    ids.reverse();
+                    let r = round.min(ids.len());
+                    ids.rotate_left(r);
+                }
+                let labels: Vec<Label> = ids.iter().map(|&l| net.label(l)).collect();
+                let tree = net
+                    .tree(&vec![2; net.num_labels()], &Order::Labels(labels))
+                    .unwrap();
+                assert_eq!(
+                    tree.merges(),
+                    sequence_tree_by_scans(net, &ids).as_slice(),
+                    "case {c}, round {round}"
+                );
+            }
+        }
+    }
+
+    /// Prints the measured rates behind `EXHAUSTIVE_RATE` and `TREESA_NODE`
+    /// (`cargo test -p adrules-core --release --lib calibrate -- --ignored --nocapture`).
+    #[test]
+    #[ignore = "timing: run by hand to calibrate the budget estimates"]
+    fn calibrate_budget_estimates() {
+        use std::time::Instant;
+        for k in [8i64, 10, 11, 12] {
+            let idx: Vec<Vec<i64>> = (0..k).map(|i| vec![i + 1, (i + 1) % k + 1]).collect();
+            let net = Network::ncon(&idx, None).unwrap();
+            let ixs = net.kept_labels();
+            let dims = vec![3; net.num_labels()];
+            let (code, sizes) = omeco_code(&ixs, net.output(), &dims, None);
+            let t = Instant::now();
+            optimize_exhaustive(&code, &sizes, &ExhaustiveSearch::default()).unwrap();
+            let s = t.elapsed().as_secs_f64();
+            let w = exhaustive_work(&ixs, net.num_labels());
+            eprintln!("exhaustive ring {k}: {s:.4} s, {:.3e} steps/s", w / s);
+        }
+        for sites in [25usize, 50, 100] {
+            let (net, dims) = mps_norm(sites, 8, 2);
+            let mut label_dims = vec![1usize; net.num_labels()];
+            for (ax, d) in net.inputs().iter().zip(&dims) {
+                for (&l, &x) in ax.iter().zip(d) {
+                    label_dims[l] = x;
+                }
+            }
+            let ixs = net.kept_labels();
+            let (code, sizes) = omeco_code(&ixs, net.output(), &label_dims, None);
+            let t = Instant::now();
+            optimize_treesa(&code, &sizes, &TreeSA::fast().with_niters(2)).unwrap();
+            let s = t.elapsed().as_secs_f64();
+            let n = 2 * sites;
+            let per_node = s / (TREESA_BETAS as f64 * 2.0 * 2.0 * n as f64);
+            eprintln!("treesa {n} operands, niters 2: {s:.4} s, {per_node:.3e} s per node-sweep");
+        }
+    }
+
+    #[test]
+    fn budgets_bound_the_searches() {
+        use std::time::Duration;
+        // a 16-operand ring: exhaustive would take 3^16 · labels steps; a tiny budget gives
+        // the greedy tree at once
+        let idx: Vec<Vec<i64>> = (0..16i64).map(|k| vec![k + 1, (k + 1) % 16 + 1]).collect();
+        let net = Network::ncon(&idx, None).unwrap();
+        let dims = vec![3; net.num_labels()];
+        let quick = Search::new(Optimizer::Exhaustive).with_budget(Duration::from_millis(1));
+        let t = net.tree(&dims, &Order::Search(quick)).unwrap();
+        let g = net
+            .tree(&dims, &Order::Optimize(Optimizer::Greedy))
+            .unwrap();
+        assert_eq!(t, g);
+        // TreeSA: a zero budget returns the greedy tree; a seed gives reproducible trees
+        let none = Search::new(Optimizer::TreeSa).with_budget(Duration::ZERO);
+        assert_eq!(net.tree(&dims, &Order::Search(none)).unwrap(), g);
+        for seed in [0, 7] {
+            let s = Search::new(Optimizer::TreeSa).with_seed(seed);
+            let a = net.tree(&dims, &Order::Search(s)).unwrap();
+            let b = net.tree(&dims, &Order::Search(s)).unwrap();
+            assert_eq!(a, b);
+            assert_eq!(a.merges().len(), 15);
+        }
+        assert_eq!(Search::default().budget(), Search::DEFAULT_BUDGET);
+        assert_eq!(
+            Search::from(Optimizer::Greedy).optimizer(),
+            Optimizer::Greedy
+        );
     }
 
     #[test]
