@@ -137,30 +137,38 @@ impl Recycler for Cache {
         if size < MIN_BYTES || !s.is_unique() {
             return;
         }
-        let mut evicted = Vec::new();
-        {
+        let evicted = {
             let mut st = self.lock();
-            if size > st.stats.limit {
-                drop(st);
+            let Some(room) = st.stats.limit.checked_sub(size) else {
                 return;
-            }
-            while st.stats.bytes + size > st.stats.limit {
-                match st.free.pop_front() {
-                    Some(old) => {
-                        st.stats.bytes -= bytes_of(&old);
-                        st.stats.evicted += 1;
-                        evicted.push(old);
-                    }
-                    None => break,
-                }
-            }
+            };
+            let evicted = st.evict_to(room);
             st.stats.bytes += size;
             st.stats.stored += 1;
             st.free.push_back(s);
             st.stats.buffers = st.free.len();
-        }
+            evicted
+        };
         // the evicted buffers are freed here, outside the lock
         drop(evicted);
+    }
+}
+
+impl State {
+    /// Removes the oldest held buffers until at most `bytes` are held, and returns them (for
+    /// the caller to free outside the lock).
+    fn evict_to(&mut self, bytes: usize) -> Vec<Storage> {
+        let mut evicted = Vec::new();
+        while self.stats.bytes > bytes {
+            let Some(old) = self.free.pop_front() else {
+                break;
+            };
+            self.stats.bytes -= bytes_of(&old);
+            self.stats.evicted += 1;
+            evicted.push(old);
+        }
+        self.stats.buffers = self.free.len();
+        evicted
     }
 }
 
@@ -180,23 +188,10 @@ pub fn limit() -> usize {
 /// Sets the bound on the bytes the cache holds (`0` turns it off) and returns the previous
 /// one; buffers beyond the new bound go back to the system, oldest first.
 pub fn set_limit(bytes: usize) -> usize {
-    let mut evicted = Vec::new();
-    let previous = {
+    let (previous, evicted) = {
         let mut st = global().lock();
-        let previous = st.stats.limit;
-        st.stats.limit = bytes;
-        while st.stats.bytes > bytes {
-            match st.free.pop_front() {
-                Some(old) => {
-                    st.stats.bytes -= bytes_of(&old);
-                    st.stats.evicted += 1;
-                    evicted.push(old);
-                }
-                None => break,
-            }
-        }
-        st.stats.buffers = st.free.len();
-        previous
+        let previous = std::mem::replace(&mut st.stats.limit, bytes);
+        (previous, st.evict_to(bytes))
     };
     drop(evicted);
     previous
@@ -204,11 +199,6 @@ pub fn set_limit(bytes: usize) -> usize {
 
 /// Returns every cached buffer to the system.
 pub fn trim() {
-    let freed: Vec<Storage> = {
-        let mut st = global().lock();
-        st.stats.bytes = 0;
-        st.stats.buffers = 0;
-        st.free.drain(..).collect()
-    };
+    let freed = global().lock().evict_to(0);
     drop(freed);
 }

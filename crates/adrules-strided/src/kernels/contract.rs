@@ -72,7 +72,7 @@ fn parallel_gemm(m: usize, n: usize, k: usize, dtype: adrules_core::DType) -> bo
 /// is made when `k ≥ 384` and the dimension it is amortised over (`n` for A, `m` for B) is at
 /// least 128. These are the cotangent contractions of a pullback: `B̄ = Aᵀ·C̄` for
 /// `C = A·B` with row-major operands.
-fn repack(m: usize, n: usize, k: usize, _dtype: adrules_core::DType) -> (bool, bool) {
+fn repack(m: usize, n: usize, k: usize) -> (bool, bool) {
     let deep = k >= 384;
     (deep && n >= 128, deep && m >= 128)
 }
@@ -327,7 +327,8 @@ unsafe fn run_batched<T: Element>(
     };
     let complex = T::DTYPE.is_complex();
     let threads = rayon::current_num_threads();
-    let big = parallel_gemm(batch.n, m, n * k, T::DTYPE) && threads > 1;
+    // the whole batch's m·n·k decides, as for one GEMM of that size
+    let big = parallel_gemm(batch.n * m, n, k, T::DTYPE);
     let across = big && batch.n >= 2 * threads;
     let (pa, pb, pc) = (Ptr(a.cast_mut()), Ptr(b.cast_mut()), Ptr(c.as_mut_ptr()));
     let one = |i: usize| {
@@ -509,7 +510,7 @@ pub(crate) fn contract_impl<TA: Element, TB: Element, TC: Element>(
     // faer runs at full speed only when the contracted index is the fastest one of A for a
     // row-major destination (of B for a column-major one); see [`repack`].
     let row_major = dcs == 1 && drs != 1;
-    let (fix_a, fix_b) = repack(m, n, k, TC::DTYPE);
+    let (fix_a, fix_b) = repack(m, n, k);
     let mut da_direct = if same_a { matrix(&ms, 0, &ks, 0) } else { None };
     let mut db_direct = if same_b { matrix(&ks, 1, &ns, 0) } else { None };
     if row_major && fix_a && da_direct.is_some_and(|(_, cs)| cs != 1) {
