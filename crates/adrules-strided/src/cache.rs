@@ -15,7 +15,8 @@
 //! # What it holds
 //! Only buffers of at least [`MIN_BYTES`] (smaller ones are served well by the system
 //! allocator) and at most [`limit`] bytes in all (1 GiB by default, or the value of the
-//! environment variable `ADRULES_CACHE_BYTES` read at first use; `0` turns the cache off).
+//! environment variable `ADRULES_CACHE_BYTES`, a byte count, read at first use; `0` turns
+//! the cache off; a value that is not a non-negative integer is ignored and the default applies).
 //! When a buffer would exceed the limit, the oldest held buffers go back to the system
 //! first. [`trim`] empties the cache, [`set_limit`] changes the bound.
 //!
