@@ -99,6 +99,18 @@ pub enum Error {
         /// detail (pivot, rank deficiency, breakdown)
         reason: String,
     },
+    /// A cotangent depends on a gauge of a decomposition: on the phases of complex singular
+    /// or eigen vectors (the imaginary part of `diag(Uᴴ·Ū) + diag(Vᴴ·V̄)`, or of
+    /// `diag(Vᴴ·V̄)` for `eigh`, is not zero), on the basis chosen inside a degenerate
+    /// subspace, or on the complement columns of a full decomposition. The loss is then not a
+    /// function of the input alone and its gradient does not exist; PyTorch raises here too.
+    #[error("`{arg}`: the gradient is ill-defined: {reason}")]
+    GaugeIllDefined {
+        /// the decomposition (`"svd"`, `"eigh"`, `"qr"`)
+        arg: String,
+        /// which gauge the cotangent depends on, and by how much
+        reason: String,
+    },
     /// An iterative method stopped before reaching its tolerance.
     #[error(
         "`{arg}` did not converge: {iterations} iterations, residual {residual:e} > tolerance {tolerance:e}"

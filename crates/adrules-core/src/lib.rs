@@ -13,6 +13,8 @@
 //! - [`error`]: the one [`Error`] type.
 //! - [`network`]: ncon / Einstein-string networks, contraction order, plans and their rules.
 //! - [`alloc`]: allocators for temporaries and the AD-safety rule they keep.
+//! - [`linalg`]: SVD (thin, full, truncated), QR and Hermitian eigendecomposition with
+//!   their pullbacks and pushforwards, gauge checks and Lorentzian broadening.
 //! - [`implicit`]: implicit differentiation of functions defined by conditions (roots,
 //!   fixed points, minimizers), with dense and matrix-free linear solvers.
 //! - [`math`]: the derivations of every rule, with their sources.
@@ -34,6 +36,7 @@ pub mod backend;
 pub mod error;
 pub mod host;
 pub mod implicit;
+pub mod linalg;
 pub mod network;
 pub mod rules;
 pub mod scalar;

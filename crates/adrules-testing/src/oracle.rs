@@ -22,10 +22,16 @@ pub struct OracleProbe {
     pub id: String,
     /// tangent of each input, by input name
     pub direction: BTreeMap<String, HostTensor>,
-    /// reference output tangent `J·direction` (PyTorch)
+    /// reference output tangent `J·direction` (PyTorch) of the output named `value`; for a
+    /// case with several named outputs (decompositions), the first in name order (all are in
+    /// [`jvps`](Self::jvps))
     pub jvp: HostTensor,
-    /// output cotangent
+    /// output cotangent (of `value`, or the first named output, as for `jvp`)
     pub cotangent: HostTensor,
+    /// reference tangent of every named output (`s`, `u`, `uvh`, `output_0`, …)
+    pub jvps: BTreeMap<String, HostTensor>,
+    /// cotangent of every named output
+    pub cotangents: BTreeMap<String, HostTensor>,
     /// reference input cotangents `Jᴴ·cotangent` (PyTorch), by input name
     pub vjp: BTreeMap<String, HostTensor>,
     /// reference Hessian-vector products `H_φ·direction` of `φ = Re⟨cotangent, f(x)⟩`
@@ -59,6 +65,12 @@ pub struct OracleCase {
     pub output: Option<HostTensor>,
     /// `true` when the inputs must be rejected (`expected_behavior: "error"`)
     pub expects_error: bool,
+    /// the gauge-invariant function of the outputs the derivatives belong to
+    /// (`observable.kind`: `"identity"`, `"svd_s"`, `"svd_u_abs"`, …; `"identity"` when
+    /// absent)
+    pub observable: String,
+    /// the operation's keyword arguments (`op_kwargs`, e.g. `full_matrices`), JSON
+    pub kwargs: Value,
 }
 
 impl OracleCase {
@@ -230,6 +242,11 @@ pub fn parse_case(line: &str, ctx: &str) -> Result<OracleCase> {
     let expects_error = v["expected_behavior"].as_str() == Some("error");
     let subscripts = v["subscripts"].as_str().map(str::to_string);
     let inputs = tensor_map(&v["inputs"], &format!("{ctx}.inputs"))?;
+    let observable = v["observable"]["kind"]
+        .as_str()
+        .unwrap_or("identity")
+        .to_string();
+    let kwargs = v["op_kwargs"].clone();
     if expects_error {
         return Ok(OracleCase {
             id,
@@ -242,6 +259,8 @@ pub fn parse_case(line: &str, ctx: &str) -> Result<OracleCase> {
             subscripts,
             output: None,
             expects_error,
+            observable,
+            kwargs,
         });
     }
     let tol = &v["comparison"]["first_order"];
@@ -258,11 +277,21 @@ pub fn parse_case(line: &str, ctx: &str) -> Result<OracleCase> {
         .ok_or_else(|| io(&ctx, "no probes"))?
         .iter()
         .map(|p| {
+            let jvps = tensor_map(&p["pytorch_ref"]["jvp"], &format!("{ctx}.jvp"))?;
+            let cotangents = tensor_map(&p["cotangent"], &format!("{ctx}.cotangent"))?;
+            let main = |m: &BTreeMap<String, HostTensor>, what: &str| {
+                m.get("value")
+                    .or_else(|| m.values().next())
+                    .cloned()
+                    .ok_or_else(|| io(&ctx, format!("no {what}")))
+            };
             Ok(OracleProbe {
                 id: p["probe_id"].as_str().unwrap_or("?").to_string(),
                 direction: tensor_map(&p["direction"], &format!("{ctx}.direction"))?,
-                jvp: tensor(&p["pytorch_ref"]["jvp"]["value"], &format!("{ctx}.jvp"))?,
-                cotangent: tensor(&p["cotangent"]["value"], &format!("{ctx}.cotangent"))?,
+                jvp: main(&jvps, "jvp")?,
+                cotangent: main(&cotangents, "cotangent")?,
+                jvps,
+                cotangents,
                 vjp: tensor_map(&p["pytorch_ref"]["vjp"], &format!("{ctx}.vjp"))?,
                 hvp: optional_map(&p["pytorch_ref"]["hvp"], &format!("{ctx}.hvp"))?,
                 fd_hvp: optional_map(&p["fd_ref"]["hvp"], &format!("{ctx}.fd_hvp"))?,
@@ -290,6 +319,8 @@ pub fn parse_case(line: &str, ctx: &str) -> Result<OracleCase> {
         subscripts,
         output,
         expects_error,
+        observable,
+        kwargs,
     })
 }
 

@@ -41,6 +41,7 @@ use std::fmt::Debug;
 
 use crate::error::Result;
 use crate::host::HostTensor;
+use crate::linalg::{self, QrMode, SvdMode};
 use crate::scalar::{DType, DynScalar};
 use crate::spec::{Conj, ContractSpec, Dims, Permutation, TraceSpec};
 
@@ -204,4 +205,35 @@ pub trait Backend: Clone + Debug {
     /// # Errors
     /// [`crate::Error::RankMismatch`] naming `"tensor"` when the rank is not 0.
     fn scalar(&self, t: &Self::Tensor) -> Result<DynScalar>;
+
+    /// Singular value decomposition `[U, S, Vh]` of `a: [batch…, m, n]` (shapes in
+    /// [`SvdMode`]); `S` real, non-increasing. The default copies `a` to the host and calls
+    /// faer ([`linalg::host_svd`]); a backend with a device SVD overrides it, keeping those
+    /// conventions. The rules are in [`crate::linalg`].
+    ///
+    /// # Errors
+    /// As [`linalg::svd`].
+    fn svd(&self, a: &Self::Tensor, mode: SvdMode) -> Result<[Self::Tensor; 3]> {
+        linalg::via_host(self, a, |h| linalg::host_svd(h, mode))
+    }
+
+    /// QR decomposition `[Q, R]` of `a: [batch…, m, n]` (shapes in [`QrMode`]), the diagonal
+    /// of `R` real and non-negative ([`linalg::Qr`]). Default: faer on the host
+    /// ([`linalg::host_qr`]).
+    ///
+    /// # Errors
+    /// As [`linalg::qr`].
+    fn qr(&self, a: &Self::Tensor, mode: QrMode) -> Result<[Self::Tensor; 2]> {
+        linalg::via_host(self, a, |h| linalg::host_qr(h, mode))
+    }
+
+    /// Hermitian eigendecomposition `[λ, V]` of `a: [batch…, n, n]`, eigenvalues real and
+    /// non-decreasing, eigenvectors as columns. Default: faer on the host
+    /// ([`linalg::host_eigh`]).
+    ///
+    /// # Errors
+    /// As [`linalg::eigh`].
+    fn eigh(&self, a: &Self::Tensor) -> Result<[Self::Tensor; 2]> {
+        linalg::via_host(self, a, linalg::host_eigh)
+    }
 }

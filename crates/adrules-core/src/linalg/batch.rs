@@ -1,0 +1,235 @@
+//! Host-side plumbing shared by the decompositions: batches of row-major matrices to and
+//! from faer matrices, dtype dispatch, scalar helpers and the tolerances.
+
+use faer::linalg::matmul::matmul;
+use faer::traits::Conjugate;
+use faer::{Accum, Mat, MatRef};
+
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::host::{HostData, HostTensor};
+use crate::implicit::ImplicitScalar;
+use crate::scalar::{Complex64, DType, RealScalar, Scalar};
+
+/// Calls `$f::<T>($args)` for the element type `T` of `$dtype`.
+macro_rules! by_dtype {
+    ($dtype:expr, $f:ident :: < $($g:ty),+ > ( $($arg:expr),* $(,)? )) => {
+        match $dtype {
+            $crate::scalar::DType::F32 => $f::<$($g,)+ f32>($($arg),*),
+            $crate::scalar::DType::F64 => $f::<$($g,)+ f64>($($arg),*),
+            $crate::scalar::DType::C32 => $f::<$($g,)+ $crate::scalar::Complex32>($($arg),*),
+            $crate::scalar::DType::C64 => $f::<$($g,)+ $crate::scalar::Complex64>($($arg),*),
+        }
+    };
+    ($dtype:expr, $f:ident ( $($arg:expr),* $(,)? )) => {
+        match $dtype {
+            $crate::scalar::DType::F32 => $f::<f32>($($arg),*),
+            $crate::scalar::DType::F64 => $f::<f64>($($arg),*),
+            $crate::scalar::DType::C32 => $f::<$crate::scalar::Complex32>($($arg),*),
+            $crate::scalar::DType::C64 => $f::<$crate::scalar::Complex64>($($arg),*),
+        }
+    };
+}
+pub(crate) use by_dtype;
+
+pub(crate) use crate::implicit::eps;
+
+pub(crate) fn re<T: ImplicitScalar>(x: T) -> f64 {
+    Scalar::re(x).to_f64()
+}
+pub(crate) fn im<T: ImplicitScalar>(x: T) -> f64 {
+    Scalar::im(x).to_f64()
+}
+pub(crate) fn abs<T: ImplicitScalar>(x: T) -> f64 {
+    Scalar::modulus(x).to_f64()
+}
+pub(crate) fn cj<T: ImplicitScalar>(x: T) -> T {
+    Scalar::conj(x)
+}
+pub(crate) fn real<T: ImplicitScalar>(x: f64) -> T {
+    <T as Scalar>::from_f64(x)
+}
+pub(crate) fn cplx<T: ImplicitScalar>(re: f64, im: f64) -> T {
+    <T as Scalar>::from_c64_unchecked(Complex64::new(re, im))
+}
+
+/// `a·b` (either operand may be an adjoint view).
+pub(crate) fn mm<T, L, R>(a: MatRef<'_, L>, b: MatRef<'_, R>) -> Mat<T>
+where
+    T: ImplicitScalar,
+    L: Conjugate<Canonical = T>,
+    R: Conjugate<Canonical = T>,
+{
+    let mut c = Mat::zeros(a.nrows(), b.ncols());
+    matmul(
+        c.as_mut(),
+        Accum::Replace,
+        a,
+        b,
+        T::one(),
+        faer::get_global_parallelism(),
+    );
+    c
+}
+
+/// `c ← c + α·a·b`.
+pub(crate) fn mm_add<T, L, R>(c: &mut Mat<T>, alpha: T, a: MatRef<'_, L>, b: MatRef<'_, R>)
+where
+    T: ImplicitScalar,
+    L: Conjugate<Canonical = T>,
+    R: Conjugate<Canonical = T>,
+{
+    matmul(
+        c.as_mut(),
+        Accum::Add,
+        a,
+        b,
+        alpha,
+        faer::get_global_parallelism(),
+    );
+}
+
+/// Largest modulus of the entries (0 for an empty matrix).
+pub(crate) fn max_abs<T: ImplicitScalar>(a: MatRef<'_, T>) -> f64 {
+    let mut m = 0.0f64;
+    for j in 0..a.ncols() {
+        for i in 0..a.nrows() {
+            m = m.max(abs(a[(i, j)]));
+        }
+    }
+    m
+}
+
+/// The `(batch, m, n)` split of a shape of rank ≥ 2.
+pub(crate) fn matrix_dims(dims: &[usize], arg: &str) -> Result<(Vec<usize>, usize, usize)> {
+    if dims.len() < 2 {
+        return Err(Error::RankMismatch {
+            arg: arg.into(),
+            expected: 2,
+            actual: dims.len(),
+        });
+    }
+    let r = dims.len();
+    Ok((dims[..r - 2].to_vec(), dims[r - 2], dims[r - 1]))
+}
+
+/// Splits a host tensor `[batch…, m, n]` of dtype `T` into faer matrices, in row-major
+/// batch order. Non-finite entries
+/// are an [`Error::InvalidArgument`] naming `arg` when `finite` is asked for.
+pub(crate) fn split<T: ImplicitScalar>(
+    h: &HostTensor,
+    arg: &str,
+    finite: bool,
+) -> Result<Vec<Mat<T>>> {
+    let (batch, m, n) = matrix_dims(h.dims(), arg)?;
+    let data = h.as_slice::<T>().map_err(|_| Error::DTypeMismatch {
+        arg: arg.into(),
+        expected: T::DTYPE.to_string(),
+        actual: h.dtype(),
+    })?;
+    let count: usize = batch.iter().product();
+    let mut mats = Vec::with_capacity(count);
+    for b in 0..count {
+        let block = &data[b * m * n..(b + 1) * m * n];
+        if finite && let Some(p) = block.iter().position(|x| !Scalar::is_finite(*x)) {
+            return Err(Error::invalid(
+                arg,
+                format!(
+                    "entry ({}, {}) of matrix {b} is not finite ({:?})",
+                    p / n,
+                    p % n,
+                    block[p]
+                ),
+            ));
+        }
+        mats.push(Mat::from_fn(m, n, |i, j| block[i * n + j]));
+    }
+    Ok(mats)
+}
+
+/// Gathers `rows × cols` matrices into a host tensor `[batch…, rows, cols]`.
+pub(crate) fn join<T: ImplicitScalar>(
+    batch: &[usize],
+    rows: usize,
+    cols: usize,
+    mats: &[Mat<T>],
+) -> Result<HostTensor> {
+    let mut data = Vec::with_capacity(mats.len() * rows * cols);
+    for a in mats {
+        debug_assert_eq!(a.shape(), (rows, cols));
+        for i in 0..rows {
+            for j in 0..cols {
+                data.push(a[(i, j)]);
+            }
+        }
+    }
+    let mut dims = batch.to_vec();
+    dims.extend([rows, cols]);
+    HostTensor::from_vec(&dims, data)
+}
+
+/// Gathers real vectors of length `len` into a host tensor `[batch…, len]` of dtype
+/// `dtype` (a real dtype).
+pub(crate) fn join_real(
+    batch: &[usize],
+    len: usize,
+    vecs: &[Vec<f64>],
+    dtype: DType,
+) -> Result<HostTensor> {
+    let data: Vec<f64> = vecs.iter().flat_map(|v| v.iter().copied()).collect();
+    let mut dims = batch.to_vec();
+    dims.push(len);
+    Ok(HostTensor::new(&dims, HostData::F64(data))?.to_dtype_projected(dtype))
+}
+
+/// Splits a real host tensor `[batch…, len]` into vectors.
+pub(crate) fn split_real(h: &HostTensor, len: usize) -> Vec<Vec<f64>> {
+    let v = h.data().to_c64_vec();
+    if len == 0 {
+        let count: usize = h.dims()[..h.dims().len() - 1].iter().product();
+        return vec![Vec::new(); count];
+    }
+    v.chunks(len)
+        .map(|c| c.iter().map(|z| z.re).collect())
+        .collect()
+}
+
+/// Brings a cotangent or tangent to the host, checked against the shape it must have and
+/// converted to `dtype` (it must promote to it losslessly).
+pub(crate) fn host_arg<B: Backend>(
+    be: &B,
+    t: &B::Tensor,
+    dims: &[usize],
+    dtype: DType,
+    arg: &str,
+) -> Result<HostTensor> {
+    let got = be.dims(t);
+    if got.as_slice() != dims {
+        return Err(Error::shape(arg, dims, &got));
+    }
+    let h = be.to_host(t)?;
+    if h.dtype() == dtype {
+        Ok(h)
+    } else if h.dtype().promotes_to(dtype) {
+        Ok(h.to_dtype_projected(dtype))
+    } else {
+        Err(Error::DTypeMismatch {
+            arg: arg.into(),
+            expected: dtype.to_string(),
+            actual: h.dtype(),
+        })
+    }
+}
+
+/// Columns `from..to` of `a`, owned.
+pub(crate) fn cols<T: ImplicitScalar>(a: MatRef<'_, T>, from: usize, to: usize) -> Mat<T> {
+    a.subcols(from, to - from).to_owned()
+}
+
+/// `[a, b]` side by side.
+pub(crate) fn hcat<T: ImplicitScalar>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Mat<T> {
+    let (m, ka) = a.shape();
+    Mat::from_fn(m, ka + b.ncols(), |i, j| {
+        if j < ka { a[(i, j)] } else { b[(i, j - ka)] }
+    })
+}

@@ -1,0 +1,304 @@
+//! Hermitian eigendecomposition with pullback and pushforward.
+
+use std::sync::Arc;
+
+use faer::{Mat, MatRef, Side};
+
+use super::batch::{
+    abs, by_dtype, cj, eps, host_arg, im, join, join_real, matrix_dims, max_abs, mm, re, real,
+    split, split_real,
+};
+use super::svd::inv_gap;
+use super::{RuleOptions, gauge_error};
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::host::HostTensor;
+use crate::implicit::ImplicitScalar;
+use crate::scalar::DType;
+
+/// `A = V·diag(λ)·Vᴴ` for Hermitian `A: [batch…, n, n]`, eigenvalues non-decreasing; or
+/// the tangents, from [`eigh_frule`].
+#[derive(Clone, Debug)]
+pub struct Eigh<B: Backend> {
+    /// eigenvalues `[batch…, n]`, real dtype of `A`'s precision, non-decreasing
+    pub values: B::Tensor,
+    /// eigenvectors as columns, `[batch…, n, n]`
+    pub vectors: B::Tensor,
+}
+
+/// The pullback of [`eigh_rrule`].
+#[derive(Clone, Debug)]
+pub struct EighPullback<B: Backend> {
+    be: B,
+    opts: RuleOptions,
+    dims: Vec<usize>,
+    dtype: DType,
+    factors: Arc<[HostTensor; 2]>,
+}
+
+/// The eigendecomposition of Hermitian matrices by the backend's [`Backend::eigh`] (faer on
+/// the host unless the backend has its own). The matrix decomposed is the Hermitian part
+/// `(A + Aᴴ)/2`, so `A` and its tangents may differ from Hermitian by rounding; the rules
+/// are those of that function (cotangents `Ā` are Hermitian).
+///
+/// # Errors
+/// [`Error::RankMismatch`], [`Error::ShapeMismatch`] for a non-square matrix,
+/// [`Error::InvalidArgument`] for a non-finite entry or a matrix that is not Hermitian up to
+/// `√ε·max|A|`, [`Error::Backend`] when the iteration does not converge.
+pub fn eigh<B: Backend>(be: &B, a: &B::Tensor) -> Result<Eigh<B>> {
+    let [values, vectors] = be.eigh(a)?;
+    Ok(Eigh { values, vectors })
+}
+
+/// The eigendecomposition on host data, by faer's self-adjoint solver: the default of
+/// [`Backend::eigh`].
+///
+/// # Errors
+/// As [`eigh`].
+pub fn host_eigh(a: &HostTensor) -> Result<[HostTensor; 2]> {
+    by_dtype!(a.dtype(), host_eigh_t(a))
+}
+
+fn host_eigh_t<T: ImplicitScalar>(a: &HostTensor) -> Result<[HostTensor; 2]> {
+    let (batch, m, n) = matrix_dims(a.dims(), "a")?;
+    if m != n {
+        let mut want = batch.clone();
+        want.extend([n, n]);
+        return Err(Error::shape("a", &want, a.dims()));
+    }
+    let (mut ls, mut vs) = (Vec::new(), Vec::new());
+    for (b, x) in split::<T>(a, "a", true)?.iter().enumerate() {
+        let big = max_abs(x.as_ref());
+        let skew = max_abs((x - x.adjoint()).as_ref());
+        if skew > eps::<T>().sqrt() * big {
+            return Err(Error::invalid(
+                "a",
+                format!(
+                    "matrix {b} is not Hermitian: max|A − Aᴴ| = {skew:e} > √ε·max|A| = {:e}",
+                    eps::<T>().sqrt() * big
+                ),
+            ));
+        }
+        let h = Mat::from_fn(n, n, |i, j| (x[(i, j)] + cj(x[(j, i)])) * real::<T>(0.5));
+        if n == 0 {
+            ls.push(Vec::new());
+            vs.push(Mat::zeros(0, 0));
+            continue;
+        }
+        let dec =
+            faer::linalg::solvers::SelfAdjointEigen::new(h.as_ref(), Side::Lower).map_err(|e| {
+                Error::Backend {
+                    backend: "faer".into(),
+                    message: format!("eigh of a {n}×{n} matrix: {e:?}"),
+                }
+            })?;
+        ls.push(dec.S().column_vector().iter().map(|&x| re(x)).collect());
+        vs.push(dec.U().to_owned());
+    }
+    Ok([
+        join_real(&batch, n, &ls, T::DTYPE.real())?,
+        join(&batch, n, n, &vs)?,
+    ])
+}
+
+/// The eigendecomposition and its pullback.
+///
+/// # Errors
+/// As [`eigh`]; invalid `opts`.
+pub fn eigh_rrule<B: Backend>(
+    be: &B,
+    a: &B::Tensor,
+    opts: RuleOptions,
+) -> Result<(Eigh<B>, EighPullback<B>)> {
+    opts.validate()?;
+    let out = eigh(be, a)?;
+    let factors = [be.to_host(&out.values)?, be.to_host(&out.vectors)?];
+    let pb = EighPullback {
+        be: be.clone(),
+        opts,
+        dims: be.dims(a).to_vec(),
+        dtype: be.dtype(a),
+        factors: Arc::new(factors),
+    };
+    Ok((out, pb))
+}
+
+impl<B: Backend> EighPullback<B> {
+    /// `Ā` from `λ̄` and `V̄` (an absent one is zero): with `J = Vᴴ·V̄` and
+    /// `Fᵢⱼ = 1/(λⱼ − λᵢ)` (`i ≠ j`, `Fᵢᵢ = 0`),
+    /// `Ā = V·[F∘(J − Jᴴ)/2 + diag(λ̄)]·Vᴴ`, Hermitian (Giles, "An extended collection of
+    /// matrix derivative results for forward and reverse mode AD" (2008), symmetrised for
+    /// the Hermitian part; PyTorch's `linalg_eig_backward` for Hermitian input). Derivation in
+    /// [`crate::math`].
+    /// - **Gauge**: for complex `A`, `Im diag(J) = 0` is required (the loss must not depend on
+    ///   the eigenvectors' phases), else [`Error::GaugeIllDefined`].
+    /// - **Degenerate pairs** (`|λᵢ − λⱼ| ≤ rtol·max|λ|`): as for the SVD, `Fᵢⱼ = 0` when the
+    ///   loss does not depend on the basis of the eigenspace, else
+    ///   [`Error::GaugeIllDefined`]; a Lorentzian broadening `ε` makes
+    ///   `Fᵢⱼ = Δ/(Δ² + ε)` everywhere.
+    ///
+    /// # Errors
+    /// Shapes and dtypes of the cotangents; [`Error::GaugeIllDefined`] as above.
+    pub fn pullback(
+        &self,
+        values_bar: Option<&B::Tensor>,
+        vectors_bar: Option<&B::Tensor>,
+    ) -> Result<B::Tensor> {
+        let h = by_dtype!(
+            self.dtype,
+            eigh_pullback_t::<B>(self, values_bar, vectors_bar)
+        )?;
+        self.be.from_host(h)
+    }
+}
+
+fn eigh_pullback_t<B: Backend, T: ImplicitScalar>(
+    pb: &EighPullback<B>,
+    l_bar: Option<&B::Tensor>,
+    v_bar: Option<&B::Tensor>,
+) -> Result<HostTensor> {
+    let (batch, _, n) = matrix_dims(&pb.dims, "a")?;
+    let with =
+        |d: &[usize]| -> Vec<usize> { batch.iter().copied().chain(d.iter().copied()).collect() };
+    let dt = T::DTYPE;
+    let lb = l_bar
+        .map(|t| {
+            host_arg(&pb.be, t, &with(&[n]), dt.real(), "values_bar").map(|h| split_real(&h, n))
+        })
+        .transpose()?;
+    let vb = v_bar
+        .map(|t| {
+            host_arg(&pb.be, t, &with(&[n, n]), dt, "vectors_bar")
+                .and_then(|h| split::<T>(&h, "vectors_bar", false))
+        })
+        .transpose()?;
+    let lams = split_real(&pb.factors[0], n);
+    let vs = split::<T>(&pb.factors[1], "vectors", false)?;
+    let mut out = Vec::with_capacity(vs.len());
+    for b in 0..vs.len() {
+        out.push(eigh_pullback(
+            &lams[b],
+            vs[b].as_ref(),
+            lb.as_ref().map(|x| x[b].as_slice()),
+            vb.as_ref().map(|x| x[b].as_ref()),
+            &pb.opts,
+        )?);
+    }
+    join(&batch, n, n, &out)
+}
+
+fn eigh_pullback<T: ImplicitScalar>(
+    lam: &[f64],
+    v: MatRef<'_, T>,
+    l_bar: Option<&[f64]>,
+    v_bar: Option<MatRef<'_, T>>,
+    opts: &RuleOptions,
+) -> Result<Mat<T>> {
+    let n = lam.len();
+    let j = v_bar.map_or_else(|| Mat::zeros(n, n), |x| mm(v.adjoint(), x));
+    let gtol = eps::<T>().sqrt() * max_abs(j.as_ref());
+    if T::DTYPE.is_complex() {
+        for i in 0..n {
+            let g = im(j[(i, i)]);
+            if g.abs() > gtol {
+                return Err(gauge_error(
+                    "eigh",
+                    format!(
+                        "Im diag(Vᴴ·V̄) is {g:e} at eigenvalue {i} ({:e}): the loss depends on the \
+                         phases of the eigenvectors",
+                        lam[i]
+                    ),
+                ));
+            }
+        }
+    }
+    let scale = lam.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
+    let tol = opts.rtol::<T>(n) * scale;
+    let mut p = Mat::<T>::zeros(n, n);
+    for i in 0..n {
+        for k in 0..n {
+            if i == k {
+                p[(i, i)] = real::<T>(l_bar.map_or(0.0, |x| x[i]));
+                continue;
+            }
+            let num = (j[(i, k)] - cj(j[(k, i)])) * real::<T>(0.5);
+            match inv_gap(lam[k] - lam[i], tol, opts.broadening) {
+                Some(f) => p[(i, k)] = num * real::<T>(f),
+                None if abs(num) > gtol => {
+                    return Err(gauge_error(
+                        "eigh",
+                        format!(
+                            "eigenvalues {i} and {k} are degenerate ({:e}, {:e}) and the loss \
+                             depends on the basis of their eigenspace; a Lorentzian broadening \
+                             (RuleOptions::broadening) gives a finite, biased gradient",
+                            lam[i], lam[k]
+                        ),
+                    ));
+                }
+                None => {}
+            }
+        }
+    }
+    let pv = mm(p.as_ref(), v.adjoint());
+    Ok(mm(v, pv.as_ref()))
+}
+
+/// The eigendecomposition and its tangent for `Ȧ`: with `Ḣ = (Ȧ + Ȧᴴ)/2` and
+/// `dP = Vᴴ·Ḣ·V`, `λ̇ = Re diag(dP)` and `V̇ = V·(F∘dP)` (zero phase change,
+/// `Re diag(Vᴴ·V̇) = 0`; `Fᵢⱼ = 0` for degenerate pairs without broadening: gauge choices,
+/// exact for gauge-invariant functions). The adjoint of [`EighPullback::pullback`].
+///
+/// # Errors
+/// As [`eigh`]; shape or dtype of `a_dot`.
+pub fn eigh_frule<B: Backend>(
+    be: &B,
+    a: &B::Tensor,
+    a_dot: &B::Tensor,
+    opts: RuleOptions,
+) -> Result<(Eigh<B>, Eigh<B>)> {
+    opts.validate()?;
+    let out = eigh(be, a)?;
+    let factors = [be.to_host(&out.values)?, be.to_host(&out.vectors)?];
+    let dot = host_arg(be, a_dot, &be.dims(a), be.dtype(a), "a_dot")?;
+    let [l, v] = by_dtype!(be.dtype(a), eigh_frule_t(&factors, &dot, &opts))?;
+    Ok((
+        out,
+        Eigh {
+            values: be.from_host(l)?,
+            vectors: be.from_host(v)?,
+        },
+    ))
+}
+
+fn eigh_frule_t<T: ImplicitScalar>(
+    factors: &[HostTensor; 2],
+    a_dot: &HostTensor,
+    opts: &RuleOptions,
+) -> Result<[HostTensor; 2]> {
+    let (batch, _, n) = matrix_dims(a_dot.dims(), "a_dot")?;
+    let lams = split_real(&factors[0], n);
+    let vs = split::<T>(&factors[1], "vectors", false)?;
+    let dots = split::<T>(a_dot, "a_dot", false)?;
+    let (mut dls, mut dvs) = (Vec::new(), Vec::new());
+    for b in 0..dots.len() {
+        let (lam, v, x) = (&lams[b], vs[b].as_ref(), dots[b].as_ref());
+        let h = Mat::from_fn(n, n, |i, j| (x[(i, j)] + cj(x[(j, i)])) * real::<T>(0.5));
+        let hv = mm(h.as_ref(), v);
+        let dp = mm(v.adjoint(), hv.as_ref());
+        let scale = lam.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
+        let tol = opts.rtol::<T>(n) * scale;
+        let om = Mat::from_fn(n, n, |i, k| {
+            if i == k {
+                return T::zero();
+            }
+            inv_gap(lam[k] - lam[i], tol, opts.broadening)
+                .map_or(T::zero(), |f| dp[(i, k)] * real::<T>(f))
+        });
+        dls.push((0..n).map(|i| re(dp[(i, i)])).collect());
+        dvs.push(mm(v, om.as_ref()));
+    }
+    Ok([
+        join_real(&batch, n, &dls, T::DTYPE.real())?,
+        join(&batch, n, n, &dvs)?,
+    ])
+}

@@ -1,0 +1,166 @@
+//! Matrix decompositions with their rules: [`svd`] (thin, full and [truncated](svd_truncated)),
+//! [`qr`] (reduced and complete, tall, square and wide) and Hermitian [`eigh`], for `f32`,
+//! `f64`, `Complex32` and `Complex64`, batched over leading axes (`A: [batch…, m, n]`, the
+//! last two axes the matrix, row index first).
+//!
+//! Each comes as the primal (`svd`), the primal with a pullback (`svd_rrule`, the pullback
+//! reusable and owning host copies of the factors) and the primal with its tangent
+//! (`svd_frule`), in the shape of the tensor rules of [`crate::rules`].
+//!
+//! # Where it runs
+//! The decompositions are [`Backend`] operations ([`Backend::svd`], [`Backend::qr`],
+//! [`Backend::eigh`]) whose default, used by every backend of this workspace (none of candle,
+//! burn and dfdx has a decomposition of its own), copies the matrix to the host and calls
+//! faer ([`host_svd`], [`host_qr`], [`host_eigh`]). The rules run on the host as well: a
+//! decomposition's rule costs `O(m·n·k)`, like the decomposition, and the transfers
+//! `O(m·n)`. A backend with a device decomposition overrides the three methods; the rules
+//! then copy only the factors.
+//!
+//! # Gauges
+//! Singular and eigen vectors are defined up to a gauge: a phase per vector (a sign for real
+//! types), a unitary rotation inside a degenerate subspace, any basis of the complement in
+//! the full modes. A loss that depends on the gauge has no gradient; the pullbacks detect
+//! it from the cotangents and return [`Error::GaugeIllDefined`] instead of a number. The
+//! pushforwards fix the gauge (documented on each) so that the tangent of any
+//! gauge-invariant function of the factors is exact. QR fixes its gauge in the primal (a
+//! real, non-negative diagonal of `R`) and is a function of `A`.
+//!
+//! The formulas, with their sources, are on each pullback; the derivations are in
+//! [`crate::math`].
+//!
+//! [`Error::GaugeIllDefined`]: crate::Error::GaugeIllDefined
+
+pub(crate) mod batch;
+mod eigh;
+mod qr;
+mod svd;
+
+pub use eigh::{Eigh, EighPullback, eigh, eigh_frule, eigh_rrule, host_eigh};
+pub use qr::{Qr, QrMode, QrPullback, host_qr, qr, qr_frule, qr_rrule};
+pub use svd::{
+    Svd, SvdCotangents, SvdMode, SvdPullback, TruncatedSvd, Truncation, host_svd, svd, svd_frule,
+    svd_rrule, svd_truncated, svd_truncated_frule, svd_truncated_rrule,
+};
+
+use faer::{Mat, MatRef};
+
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::implicit::ImplicitScalar;
+use batch::{eps, max_abs, mm, mm_add};
+
+/// Options of the decomposition rules.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RuleOptions {
+    /// Lorentzian broadening `ε ≥ 0` (Liao et al., PRX 9, 031041 (2019)): every reciprocal
+    /// `1/x` of a spectral gap or singular value becomes `x/(x² + ε)`. `ε` has the units of
+    /// `x²`: of `s⁴` for the SVD's gaps `sⱼ² − sᵢ²` and of `s²` for its `1/s`, of `λ²` for
+    /// eigh. 0 (the default) is the exact rule; Liao et al. use `10⁻¹²` for normalised
+    /// tensors. It biases the gradient by `O(ε/x²)` relative for each term.
+    pub broadening: f64,
+    /// Two singular values (eigenvalues) are degenerate when
+    /// `|sᵢ² − sⱼ²| ≤ rtol·s₀²` (`|λᵢ − λⱼ| ≤ rtol·max|λ|`), a singular value zero when
+    /// `s ≤ rtol·s₀`. `None`: `16·k·ε` of the dtype, rounding level.
+    pub degeneracy_rtol: Option<f64>,
+    /// Truncated SVD only: include the discarded subspace's term (exact derivative, the
+    /// default). `false` gives the rank-`r` formula alone, for comparison.
+    pub discarded_term: bool,
+}
+
+impl Default for RuleOptions {
+    fn default() -> Self {
+        RuleOptions {
+            broadening: 0.0,
+            degeneracy_rtol: None,
+            discarded_term: true,
+        }
+    }
+}
+
+impl RuleOptions {
+    /// The exact rules with a Lorentzian broadening `ε`.
+    pub fn broadened(broadening: f64) -> Self {
+        RuleOptions {
+            broadening,
+            ..RuleOptions::default()
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        if !(self.broadening.is_finite() && self.broadening >= 0.0) {
+            return Err(Error::invalid(
+                "broadening",
+                format!("must be finite and ≥ 0, got {}", self.broadening),
+            ));
+        }
+        if let Some(r) = self.degeneracy_rtol
+            && !(r.is_finite() && r >= 0.0)
+        {
+            return Err(Error::invalid(
+                "degeneracy_rtol",
+                format!("must be finite and ≥ 0, got {r}"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn rtol<T: ImplicitScalar>(&self, k: usize) -> f64 {
+        self.degeneracy_rtol
+            .unwrap_or_else(|| 16.0 * k.max(1) as f64 * eps::<T>())
+    }
+}
+
+pub(crate) fn gauge_error(arg: &str, reason: String) -> Error {
+    Error::GaugeIllDefined {
+        arg: arg.into(),
+        reason,
+    }
+}
+
+/// Folds the cotangent `Q̄⊥` of complement columns `Q⊥` into the cotangent of the leading
+/// columns `Q`: `Q̄ − Q⊥·Q̄⊥ᴴ·Q`, valid when the loss depends on `Q⊥` only through
+/// `Q⊥·Q⊥ᴴ = I − Q·Qᴴ`, i.e. when `Q⊥ᴴ·Q̄⊥` is Hermitian (else [`Error::GaugeIllDefined`]).
+/// The adjoint of the complement tangent `Q̇⊥ = −Q·Q̇ᴴ·Q⊥`.
+pub(crate) fn fold_complement<T: ImplicitScalar>(
+    q: MatRef<'_, T>,
+    perp: MatRef<'_, T>,
+    mut bar: Mat<T>,
+    bar_perp: MatRef<'_, T>,
+    op: &str,
+    what: &str,
+) -> Result<Mat<T>> {
+    if perp.ncols() == 0 {
+        return Ok(bar);
+    }
+    let g = mm(perp.adjoint(), bar_perp);
+    let skew = max_abs((&g - g.adjoint()).as_ref());
+    let tol = eps::<T>().sqrt() * max_abs(g.as_ref());
+    if skew > tol {
+        return Err(gauge_error(
+            op,
+            format!(
+                "the cotangent of the complement columns of {what} depends on their basis \
+                 (max|G − Gᴴ| = {skew:e} for G = {what}⊥ᴴ·{what}̄⊥); only the leading columns \
+                 and the projector {what}⊥·{what}⊥ᴴ are functions of A"
+            ),
+        ));
+    }
+    let t = mm(bar_perp.adjoint(), q);
+    mm_add(&mut bar, -T::one(), perp, t.as_ref());
+    Ok(bar)
+}
+
+/// The `Backend` trait's default decompositions, on the host.
+pub(crate) fn via_host<B: Backend, const N: usize>(
+    be: &B,
+    a: &B::Tensor,
+    f: impl FnOnce(&crate::host::HostTensor) -> Result<[crate::host::HostTensor; N]>,
+) -> Result<[B::Tensor; N]> {
+    let outs = f(&be.to_host(a)?)?;
+    let mut res = Vec::with_capacity(N);
+    for h in outs {
+        res.push(be.from_host(h)?);
+    }
+    res.try_into()
+        .map_err(|_| Error::invalid("decomposition", "wrong number of factors"))
+}

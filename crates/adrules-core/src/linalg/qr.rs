@@ -1,0 +1,401 @@
+//! QR decomposition, reduced and complete, for tall, square and wide matrices, with pullback
+//! and pushforward.
+
+use std::sync::Arc;
+
+use faer::linalg::triangular_solve::{
+    solve_lower_triangular_in_place, solve_upper_triangular_in_place,
+};
+use faer::{Mat, MatRef};
+
+use super::batch::{
+    abs, by_dtype, cj, cols, eps, hcat, host_arg, join, matrix_dims, mm, mm_add, re, real, split,
+};
+use super::fold_complement;
+use super::svd::complement_tangent;
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::host::HostTensor;
+use crate::implicit::ImplicitScalar;
+use crate::scalar::DType;
+
+/// Which `Q` [`qr`] returns, for `A: [batch…, m, n]` and `k = min(m, n)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum QrMode {
+    /// `Q: [batch…, m, k]`, `R: [batch…, k, n]`.
+    #[default]
+    Reduced,
+    /// `Q: [batch…, m, m]`, `R: [batch…, m, n]` (rows below `k` zero). The columns of `Q`
+    /// beyond `k` are a basis of the complement, not a function of `A`: the rules accept a
+    /// cotangent on them only when it does not depend on that basis.
+    Complete,
+}
+
+/// The factors `A = Q·R`, `Q` with orthonormal columns and `R` upper triangular (upper
+/// trapezoidal when wide) with a **real, non-negative diagonal**. That fixes the gauge
+/// (`Q → Q·D`, `R → Dᴴ·R` for a diagonal unitary `D`): for `A` whose leading `k` columns
+/// are independent this QR is unique and smooth in `A`, so the factors and their
+/// derivatives are functions of `A`. LAPACK's `geqrf` (PyTorch, NumPy) gives `Rᵢᵢ` the sign
+/// opposite to its Householder pivot's real part instead: its factors differ from these by
+/// the sign of some columns of `Q` (rows of `R`), and jump where a pivot's real part
+/// changes sign. Or the tangents, from [`qr_frule`].
+#[derive(Clone, Debug)]
+pub struct Qr<B: Backend> {
+    /// `Q`
+    pub q: B::Tensor,
+    /// `R`
+    pub r: B::Tensor,
+}
+
+/// The pullback of [`qr_rrule`].
+#[derive(Clone, Debug)]
+pub struct QrPullback<B: Backend> {
+    be: B,
+    mode: QrMode,
+    dims: Vec<usize>,
+    dtype: DType,
+    factors: Arc<[HostTensor; 2]>,
+}
+
+/// `A = Q·R` by the backend's [`Backend::qr`] (faer on the host unless the backend has its
+/// own).
+///
+/// # Errors
+/// [`Error::RankMismatch`] for a rank below 2, [`Error::InvalidArgument`] for a non-finite
+/// entry.
+pub fn qr<B: Backend>(be: &B, a: &B::Tensor, mode: QrMode) -> Result<Qr<B>> {
+    let [q, r] = be.qr(a, mode)?;
+    Ok(Qr { q, r })
+}
+
+/// The QR decomposition on host data, by faer's Householder QR, with the diagonal of `R`
+/// made real and non-negative (see [`Qr`]): the default of [`Backend::qr`].
+///
+/// # Errors
+/// As [`qr`].
+pub fn host_qr(a: &HostTensor, mode: QrMode) -> Result<[HostTensor; 2]> {
+    by_dtype!(a.dtype(), host_qr_t(a, mode))
+}
+
+fn host_qr_t<T: ImplicitScalar>(a: &HostTensor, mode: QrMode) -> Result<[HostTensor; 2]> {
+    let (batch, m, n) = matrix_dims(a.dims(), "a")?;
+    let k = m.min(n);
+    let complete = mode == QrMode::Complete;
+    let (mut qs, mut rs) = (Vec::new(), Vec::new());
+    for x in &split::<T>(a, "a", true)? {
+        let (q, r) = qr_matrix(x.as_ref(), complete);
+        qs.push(q);
+        rs.push(r);
+    }
+    let (kq, kr) = if complete { (m, m) } else { (k, k) };
+    Ok([join(&batch, m, kq, &qs)?, join(&batch, kr, n, &rs)?])
+}
+
+fn qr_matrix<T: ImplicitScalar>(a: MatRef<'_, T>, complete: bool) -> (Mat<T>, Mat<T>) {
+    let (m, n) = a.shape();
+    let k = m.min(n);
+    if k == 0 {
+        let kq = if complete { m } else { 0 };
+        return (Mat::identity(m, kq), Mat::zeros(kq, n));
+    }
+    let dec = faer::linalg::solvers::Qr::new(a);
+    let mut q = if complete {
+        dec.compute_Q()
+    } else {
+        dec.compute_thin_Q()
+    };
+    let thin_r = dec.thin_R();
+    let rows = if complete { m } else { k };
+    let mut r = Mat::from_fn(rows, n, |i, j| {
+        if i < k && j >= i {
+            thin_r[(i, j)]
+        } else {
+            T::zero()
+        }
+    });
+    // The gauge: rotate row i of R by dᵢ = conj(rᵢᵢ)/|rᵢᵢ| and column i of Q by conj(dᵢ),
+    // which makes the diagonal of R real and positive.
+    for i in 0..k {
+        let rii = r[(i, i)];
+        let a = abs(rii);
+        if a == 0.0 {
+            continue;
+        }
+        let d = cj(rii) * real::<T>(1.0 / a);
+        for j in i + 1..n {
+            r[(i, j)] = d * r[(i, j)];
+        }
+        r[(i, i)] = real::<T>(a);
+        for row in 0..m {
+            q[(row, i)] = q[(row, i)] * cj(d);
+        }
+    }
+    (q, r)
+}
+
+/// The QR decomposition and its pullback.
+///
+/// # Errors
+/// As [`qr`].
+pub fn qr_rrule<B: Backend>(be: &B, a: &B::Tensor, mode: QrMode) -> Result<(Qr<B>, QrPullback<B>)> {
+    let out = qr(be, a, mode)?;
+    let factors = [be.to_host(&out.q)?, be.to_host(&out.r)?];
+    let pb = QrPullback {
+        be: be.clone(),
+        mode,
+        dims: be.dims(a).to_vec(),
+        dtype: be.dtype(a),
+        factors: Arc::new(factors),
+    };
+    Ok((out, pb))
+}
+
+impl<B: Backend> QrPullback<B> {
+    /// `Ā` from `Q̄` and `R̄` (an absent one is zero).
+    ///
+    /// For `m ≥ n` (`R` square, `k = n`): with `M = R̄·Rᴴ − Qᴴ·Q̄` and
+    /// `M̃ = triu(M, 1) + triu(M, 1)ᴴ + Re diag(M)`,
+    /// `Ā = (Q̄ + Q·M̃)·R⁻ᴴ` (Walter & Lehmann, "Algorithmic differentiation of linear
+    /// algebra functions with application in optimum experimental design" (2018); Liao et
+    /// al., PRX 9, 031041 (2019); PyTorch's `linalg_qr_backward`; the real diagonal is the
+    /// gauge of [`Qr`]). For `m < n`, `A = [X, Y]` with `X = Q·R₁` square and `R₂ = Qᴴ·Y`:
+    /// `Ȳ = Q·R̄₂` and `X̄` is the square formula for `Q̄ − Q·R̄₂·R₂ᴴ` and `R̄₁`. Derivation in
+    /// [`crate::math`].
+    ///
+    /// In complete mode with `m > n`, the complement columns `Q⊥` may carry a cotangent only
+    /// when `Q⊥ᴴ·Q̄⊥` is Hermitian; it contributes `Q̄ ← Q̄ − Q⊥·Q̄⊥ᴴ·Q`. The zero rows of `R`
+    /// are constants: their cotangent is ignored.
+    ///
+    /// # Errors
+    /// Shapes and dtypes of the cotangents; [`Error::Singular`] when `R₁` has a zero pivot
+    /// (a rank-deficient `A`, whose `Q` is not differentiable); [`Error::GaugeIllDefined`]
+    /// for a complement cotangent as above.
+    pub fn pullback(
+        &self,
+        q_bar: Option<&B::Tensor>,
+        r_bar: Option<&B::Tensor>,
+    ) -> Result<B::Tensor> {
+        let h = by_dtype!(self.dtype, qr_pullback_t::<B>(self, q_bar, r_bar))?;
+        self.be.from_host(h)
+    }
+}
+
+fn qr_pullback_t<B: Backend, T: ImplicitScalar>(
+    pb: &QrPullback<B>,
+    q_bar: Option<&B::Tensor>,
+    r_bar: Option<&B::Tensor>,
+) -> Result<HostTensor> {
+    let (batch, m, n) = matrix_dims(&pb.dims, "a")?;
+    let k = m.min(n);
+    let complete = pb.mode == QrMode::Complete;
+    let kq = if complete { m } else { k };
+    let with =
+        |d: &[usize]| -> Vec<usize> { batch.iter().copied().chain(d.iter().copied()).collect() };
+    let dt = T::DTYPE;
+    let qb = q_bar
+        .map(|t| {
+            host_arg(&pb.be, t, &with(&[m, kq]), dt, "q_bar")
+                .and_then(|h| split::<T>(&h, "q_bar", false))
+        })
+        .transpose()?;
+    let rb = r_bar
+        .map(|t| {
+            host_arg(&pb.be, t, &with(&[kq, n]), dt, "r_bar")
+                .and_then(|h| split::<T>(&h, "r_bar", false))
+        })
+        .transpose()?;
+    let [q_h, r_h] = &*pb.factors;
+    let qs = split::<T>(q_h, "q", false)?;
+    let rs = split::<T>(r_h, "r", false)?;
+    let mut out = Vec::with_capacity(qs.len());
+    for b in 0..qs.len() {
+        let q_all = qs[b].as_ref();
+        let q = q_all.subcols(0, k);
+        let r = rs[b].as_ref().subrows(0, k);
+        let qbar = qb
+            .as_ref()
+            .map(|x| {
+                let x = x[b].as_ref();
+                if complete && m > k {
+                    fold_complement(
+                        q,
+                        q_all.subcols(k, m - k),
+                        cols(x, 0, k),
+                        x.subcols(k, m - k),
+                        "qr",
+                        "Q",
+                    )
+                } else {
+                    Ok(x.to_owned())
+                }
+            })
+            .transpose()?;
+        let rbar = rb.as_ref().map(|x| x[b].as_ref().subrows(0, k).to_owned());
+        out.push(qr_pullback(q, r, qbar, rbar)?);
+    }
+    join(&batch, m, n, &out)
+}
+
+/// The pivots of `R₁` must be nonzero: `|rᵢᵢ| > k·ε·max|rⱼⱼ|`.
+fn check_pivots<T: ImplicitScalar>(r1: MatRef<'_, T>) -> Result<()> {
+    let k = r1.nrows();
+    let big = (0..k).map(|i| abs(r1[(i, i)])).fold(0.0, f64::max);
+    let tol = k as f64 * eps::<T>() * big;
+    for i in 0..k {
+        let p = abs(r1[(i, i)]);
+        if p <= tol {
+            return Err(Error::Singular {
+                arg: "qr: R".into(),
+                reason: format!(
+                    "pivot {i} of {k} is {p:e}, at most k·ε·max|Rᵢᵢ| = {tol:e}: A is rank \
+                     deficient and Q is not differentiable there"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// One matrix: `Ā` for `Q: m×k`, `R: k×n` (the formula of [`QrPullback::pullback`]).
+fn qr_pullback<T: ImplicitScalar>(
+    q: MatRef<'_, T>,
+    r: MatRef<'_, T>,
+    qbar: Option<Mat<T>>,
+    rbar: Option<Mat<T>>,
+) -> Result<Mat<T>> {
+    let (m, k) = q.shape();
+    let n = r.ncols();
+    if k == 0 {
+        return Ok(Mat::zeros(m, n));
+    }
+    let r1 = r.subcols(0, k);
+    let r2 = r.subcols(k, n - k);
+    check_pivots(r1)?;
+    let mut qbar = qbar.unwrap_or_else(|| Mat::zeros(m, k));
+    let (rbar1, y_bar) = match &rbar {
+        Some(rb) => {
+            let rb2 = rb.as_ref().subcols(k, n - k);
+            if n > k {
+                let t = mm(rb2, r2.adjoint());
+                mm_add(&mut qbar, -T::one(), q, t.as_ref());
+            }
+            (cols(rb.as_ref(), 0, k), mm(q, rb2))
+        }
+        None => (Mat::zeros(k, k), Mat::zeros(m, n - k)),
+    };
+    let mut mmat = mm(rbar1.as_ref(), r1.adjoint());
+    mm_add(&mut mmat, -T::one(), q.adjoint(), qbar.as_ref());
+    let mt = Mat::from_fn(k, k, |i, j| {
+        if i < j {
+            mmat[(i, j)]
+        } else if i > j {
+            cj(mmat[(j, i)])
+        } else {
+            real::<T>(re(mmat[(i, i)]))
+        }
+    });
+    let mut bmat = qbar;
+    mm_add(&mut bmat, T::one(), q, mt.as_ref());
+    // X̄ = B·R₁⁻ᴴ  ⇔  R₁·X̄ᴴ = Bᴴ
+    let mut rhs = bmat.adjoint().to_owned();
+    solve_upper_triangular_in_place(r1, rhs.as_mut(), faer::get_global_parallelism());
+    let x_bar = rhs.adjoint().to_owned();
+    Ok(hcat(x_bar.as_ref(), y_bar.as_ref()))
+}
+
+/// One matrix: the tangents `(Q̇: m×k, Ṙ: k×n)` for `Ȧ`.
+fn qr_pushforward<T: ImplicitScalar>(
+    q: MatRef<'_, T>,
+    r: MatRef<'_, T>,
+    a_dot: MatRef<'_, T>,
+) -> Result<(Mat<T>, Mat<T>)> {
+    let (m, k) = q.shape();
+    let n = r.ncols();
+    if k == 0 {
+        return Ok((Mat::zeros(m, 0), Mat::zeros(0, n)));
+    }
+    let r1 = r.subcols(0, k);
+    let r2 = r.subcols(k, n - k);
+    check_pivots(r1)?;
+    // Z = Ẋ·R₁⁻¹  ⇔  R₁ᴴ·Zᴴ = Ẋᴴ
+    let mut zh = a_dot.subcols(0, k).adjoint().to_owned();
+    solve_lower_triangular_in_place(r1.adjoint(), zh.as_mut(), faer::get_global_parallelism());
+    let z = zh.adjoint().to_owned();
+    let c = mm(q.adjoint(), z.as_ref());
+    let t = Mat::from_fn(k, k, |i, j| {
+        if i < j {
+            c[(i, j)] + cj(c[(j, i)])
+        } else if i == j {
+            real::<T>(re(c[(i, i)]))
+        } else {
+            T::zero()
+        }
+    });
+    let mut dq = z;
+    mm_add(&mut dq, -T::one(), q, t.as_ref());
+    let dr1 = mm(t.as_ref(), r1);
+    let dr = if n > k {
+        let mut w = a_dot.subcols(k, n - k).to_owned();
+        mm_add(&mut w, -T::one(), dq.as_ref(), r2);
+        let dr2 = mm(q.adjoint(), w.as_ref());
+        hcat(dr1.as_ref(), dr2.as_ref())
+    } else {
+        dr1
+    };
+    Ok((dq, dr))
+}
+
+/// The QR decomposition and its tangent for `Ȧ`: with `Ẋ` the first `k` columns of `Ȧ`,
+/// `C = Qᴴ·Ẋ·R₁⁻¹`, `T = triu(C, 1) + tril(C, −1)ᴴ + Re diag(C)`:
+/// `Ṙ₁ = T·R₁`, `Q̇ = Ẋ·R₁⁻¹ − Q·T`, and for wide `A`, `Ṙ₂ = Qᴴ·(Ẏ − Q̇·R₂)`; in complete
+/// mode `Q̇⊥ = −Q·Q̇ᴴ·Q⊥` (a gauge choice). The adjoint of [`QrPullback::pullback`].
+///
+/// # Errors
+/// As [`qr`]; shape or dtype of `a_dot`; [`Error::Singular`] for a rank-deficient `A`.
+pub fn qr_frule<B: Backend>(
+    be: &B,
+    a: &B::Tensor,
+    a_dot: &B::Tensor,
+    mode: QrMode,
+) -> Result<(Qr<B>, Qr<B>)> {
+    let out = qr(be, a, mode)?;
+    let factors = [be.to_host(&out.q)?, be.to_host(&out.r)?];
+    let dims = be.dims(a).to_vec();
+    let dot = host_arg(be, a_dot, &dims, be.dtype(a), "a_dot")?;
+    let [q, r] = by_dtype!(be.dtype(a), qr_frule_t(&factors, &dot, mode))?;
+    Ok((
+        out,
+        Qr {
+            q: be.from_host(q)?,
+            r: be.from_host(r)?,
+        },
+    ))
+}
+
+fn qr_frule_t<T: ImplicitScalar>(
+    factors: &[HostTensor; 2],
+    a_dot: &HostTensor,
+    mode: QrMode,
+) -> Result<[HostTensor; 2]> {
+    let (batch, m, n) = matrix_dims(a_dot.dims(), "a_dot")?;
+    let k = m.min(n);
+    let complete = mode == QrMode::Complete;
+    let qs = split::<T>(&factors[0], "q", false)?;
+    let rs = split::<T>(&factors[1], "r", false)?;
+    let dots = split::<T>(a_dot, "a_dot", false)?;
+    let (mut dqs, mut drs) = (Vec::new(), Vec::new());
+    for b in 0..dots.len() {
+        let q_all = qs[b].as_ref();
+        let q = q_all.subcols(0, k);
+        let (mut dq, mut dr) = qr_pushforward(q, rs[b].as_ref().subrows(0, k), dots[b].as_ref())?;
+        if complete {
+            let dq_p = complement_tangent(q, dq.as_ref(), q_all.subcols(k, m - k));
+            dq = hcat(dq.as_ref(), dq_p.as_ref());
+            dr = Mat::from_fn(m, n, |i, j| if i < k { dr[(i, j)] } else { T::zero() });
+        }
+        dqs.push(dq);
+        drs.push(dr);
+    }
+    let (kq, kr) = if complete { (m, m) } else { (k, k) };
+    Ok([join(&batch, m, kq, &dqs)?, join(&batch, kr, n, &drs)?])
+}
