@@ -134,7 +134,8 @@ impl<B: Backend> EighPullback<B> {
     ///   the eigenvectors' phases), else [`Error::GaugeIllDefined`].
     /// - **Degenerate pairs** (`|λᵢ − λⱼ| ≤ rtol·max|λ|`): as for the SVD, `Fᵢⱼ = 0` when the
     ///   loss does not depend on the basis of the eigenspace, else
-    ///   [`Error::GaugeIllDefined`]; a Lorentzian broadening `ε` makes
+    ///   [`Error::GaugeIllDefined`] (also for a `λ̄` that differs within the pair: the loss
+    ///   is then not differentiable); a Lorentzian broadening `ε` makes
     ///   `Fᵢⱼ = Δ/(Δ² + ε)` everywhere.
     ///
     /// # Errors
@@ -214,6 +215,8 @@ fn eigh_pullback<T: ImplicitScalar>(
     }
     let scale = lam.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
     let tol = opts.rtol::<T>(n) * scale;
+    let ltol =
+        eps::<T>().sqrt() * l_bar.map_or(0.0, |x| x.iter().fold(0.0f64, |a, b| a.max(b.abs())));
     let mut p = Mat::<T>::zeros(n, n);
     for i in 0..n {
         for k in 0..n {
@@ -224,6 +227,16 @@ fn eigh_pullback<T: ImplicitScalar>(
             let num = (j[(i, k)] - cj(j[(k, i)])) * real::<T>(0.5);
             match inv_gap(lam[k] - lam[i], tol, opts.broadening) {
                 Some(f) => p[(i, k)] = num * real::<T>(f),
+                None if l_bar.is_some_and(|x| (x[i] - x[k]).abs() > ltol) => {
+                    return Err(gauge_error(
+                        "eigh",
+                        format!(
+                            "eigenvalues {i} and {k} are degenerate ({:e}) and the loss weighs \
+                             them differently: it is not differentiable there",
+                            lam[i]
+                        ),
+                    ));
+                }
                 None if abs(num) > gtol => {
                     return Err(gauge_error(
                         "eigh",

@@ -102,7 +102,7 @@ pub struct TruncatedSvd<B: Backend> {
 }
 
 /// Cotangents for [`SvdPullback::pullback`]; `None` for an output the loss does not use.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 pub struct SvdCotangents<'a, T> {
     /// `Ū`, shaped as `U`
     pub u: Option<&'a T>,
@@ -113,6 +113,14 @@ pub struct SvdCotangents<'a, T> {
     /// cotangent of the discarded singular values of a truncated SVD
     pub discarded: Option<&'a T>,
 }
+
+impl<T> Clone for SvdCotangents<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for SvdCotangents<'_, T> {}
 
 impl<T> Default for SvdCotangents<'_, T> {
     fn default() -> Self {
@@ -273,7 +281,9 @@ pub fn svd_truncated_rrule<B: Backend>(
         be.to_host(&thin.s)?,
         be.to_host(&thin.vh)?,
     ];
-    let (head, rank) = by_dtype!(be.dtype(a), truncate_t(&factors, truncation))?;
+    let k = be.dims(&thin.s).last().copied().unwrap_or(0);
+    let rank = batch_rank(&factors[1], k, truncation);
+    let head = by_dtype!(be.dtype(a), truncate_t(&factors, rank))?;
     let [u, s, vh, discarded] = head.map(|h| be.from_host(h));
     let out = TruncatedSvd {
         svd: Svd {
@@ -298,21 +308,12 @@ pub fn svd_truncated_rrule<B: Backend>(
 /// The leading `r` columns of thin factors, and the discarded singular values.
 fn truncate_t<T: ImplicitScalar>(
     factors: &[HostTensor; 3],
-    truncation: Truncation,
-) -> Result<([HostTensor; 4], usize)> {
+    rank: usize,
+) -> Result<[HostTensor; 4]> {
     let [u, s, vh] = factors;
     let (batch, m, k) = matrix_dims(u.dims(), "u")?;
     let n = vh.dims()[vh.dims().len() - 1];
     let svals = split_real(s, k);
-    let rank = if svals.is_empty() {
-        truncation.max_rank.map_or(k, |r| r.min(k))
-    } else {
-        svals
-            .iter()
-            .map(|s| truncation.rank_of(s))
-            .max()
-            .unwrap_or(0)
-    };
     let us = split::<T>(u, "u", false)?;
     let vhs = split::<T>(vh, "vh", false)?;
     let u_r: Vec<_> = us.iter().map(|x| cols(x.as_ref(), 0, rank)).collect();
@@ -325,15 +326,26 @@ fn truncate_t<T: ImplicitScalar>(
         .map(|s| (s[..rank].to_vec(), s[rank..].to_vec()))
         .unzip();
     let real = T::DTYPE.real();
-    Ok((
-        [
-            join(&batch, m, rank, &u_r)?,
-            join_real(&batch, rank, &kept, real)?,
-            join(&batch, rank, n, &vh_r)?,
-            join_real(&batch, k - rank, &dropped, real)?,
-        ],
-        rank,
-    ))
+    Ok([
+        join(&batch, m, rank, &u_r)?,
+        join_real(&batch, rank, &kept, real)?,
+        join(&batch, rank, n, &vh_r)?,
+        join_real(&batch, k - rank, &dropped, real)?,
+    ])
+}
+
+/// The common rank a batch keeps: the largest any of its matrices needs.
+fn batch_rank(s: &HostTensor, k: usize, truncation: Truncation) -> usize {
+    let svals = split_real(s, k);
+    if svals.is_empty() {
+        truncation.max_rank.map_or(k, |r| r.min(k))
+    } else {
+        svals
+            .iter()
+            .map(|s| truncation.rank_of(s))
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 impl<B: Backend> SvdPullback<B> {
@@ -353,7 +365,8 @@ impl<B: Backend> SvdPullback<B> {
     /// - **Degenerate pairs** (`|sᵢ² − sⱼ²| ≤ rtol·s₀²`, [`RuleOptions::degeneracy_rtol`]):
     ///   with no broadening, `Fᵢⱼ = 0`, which is exact for a loss that does not depend on the
     ///   basis of the degenerate subspace; if it does (the numerator of `Fᵢⱼ` is not zero),
-    ///   [`Error::GaugeIllDefined`]. With a Lorentzian broadening `ε`,
+    ///   [`Error::GaugeIllDefined`]; so is an `S̄` that differs within the pair (the loss is
+    ///   then not differentiable). With a Lorentzian broadening `ε`,
     ///   `Fᵢⱼ = Δ/(Δ² + ε)` (`Δ = sⱼ² − sᵢ²`) everywhere and `S⁻¹ → s/(s² + ε)` (Liao et al.,
     ///   PRX 9, 031041 (2019)): finite, biased by `O(ε/Δ²)` relative.
     /// - **Full mode**: the complement columns `U⊥` may carry a cotangent only if
@@ -585,6 +598,8 @@ fn svd_pullback<T: ImplicitScalar>(
             }
         }
     }
+    let stol =
+        eps::<T>().sqrt() * sbar.map_or(0.0, |x| x.iter().fold(0.0f64, |a, b| a.max(b.abs())));
     let mut p = Mat::<T>::zeros(k, k);
     for i in 0..k {
         for jj in 0..k {
@@ -597,6 +612,19 @@ fn svd_pullback<T: ImplicitScalar>(
             match inv_gap(delta, rtol * s0 * s0, eb) {
                 Some(f) => p[(i, jj)] = num * real::<T>(f),
                 None => {
+                    let (si, sj) = sbar.map_or((0.0, 0.0), |x| (x[i], x[jj]));
+                    if (si - sj).abs() > stol {
+                        return Err(gauge_error(
+                            "svd",
+                            format!(
+                                "singular values {i} and {jj} are degenerate ({:e}, {:e}) and \
+                                 the loss weighs them differently (S̄ = {si:e}, {sj:e}): it is \
+                                 not differentiable there (a truncation through a multiplet \
+                                 is one such loss)",
+                                s[i], s[jj]
+                            ),
+                        ));
+                    }
                     if super::batch::abs(num) > gtol * s0.max(f64::MIN_POSITIVE) {
                         return Err(gauge_error(
                             "svd",
@@ -818,7 +846,7 @@ pub fn svd_truncated_frule<B: Backend>(
     let dot = host_arg(be, a_dot, &pb.dims, pb.dtype, "a_dot")?;
     let rank = out.rank;
     let [u, s, vh] = by_dtype!(pb.dtype, frule_t(&pb.factors, &dot, false, &opts))?;
-    let (head, _) = by_dtype!(pb.dtype, truncate_t(&[u, s, vh], Truncation::rank(rank)))?;
+    let head = by_dtype!(pb.dtype, truncate_t(&[u, s, vh], rank))?;
     let [u, s, vh, d] = head.map(|h| be.from_host(h));
     let tangent = TruncatedSvd {
         svd: Svd {

@@ -1,0 +1,775 @@
+//! The decomposition rules on random inputs, beyond the oracle files: the adjoint
+//! (dot-product) identity `⟨ȳ, J·ẋ⟩ = ⟨Jᴴ·ȳ, ẋ⟩` between every pushforward and its
+//! pullback (full and complete modes, truncated SVDs, wide QR, batches), finite differences
+//! of gauge-invariant observables, the discarded subspace's term of the truncated SVD,
+//! degenerate spectra with and without broadening, and the typed errors.
+
+mod linalg_support;
+
+use adrules_core::linalg::{
+    QrMode, RuleOptions, SvdCotangents, SvdMode, Truncation, eigh, eigh_frule, eigh_rrule, qr,
+    qr_frule, qr_rrule, svd, svd_frule, svd_rrule, svd_truncated, svd_truncated_frule,
+    svd_truncated_rrule,
+};
+use adrules_core::{DType, Error, HostTensor};
+use adrules_testing::{FiniteDifference, Stencil, Value};
+use faer::Mat;
+use linalg_support::*;
+
+const ALL: [DType; 4] = [DType::F32, DType::F64, DType::C32, DType::C64];
+
+/// The relative mismatch of the adjoint identity `⟨ȳ, ẏ⟩ = ⟨x̄, ẋ⟩`, summed over outputs.
+fn adjoint_gap(
+    pairs: &[(&HostTensor, &HostTensor)],
+    x_bar: &HostTensor,
+    x_dot: &HostTensor,
+) -> f64 {
+    let lhs: f64 = pairs.iter().map(|(yb, yd)| dot(yb, yd)).sum();
+    let rhs = dot(x_bar, x_dot);
+    let scale: f64 = pairs
+        .iter()
+        .map(|(yb, yd)| norm(yb) * norm(yd))
+        .sum::<f64>()
+        + norm(x_bar) * norm(x_dot);
+    (lhs - rhs).abs() / scale.max(f64::MIN_POSITIVE)
+}
+
+fn tol(dtype: DType) -> f64 {
+    if dtype.is_double() { 1e-11 } else { 2e-4 }
+}
+
+/// A random matrix with well separated singular values `s = (k, k − 1, …, 1)·scale`.
+fn separated(batch: &[usize], m: usize, n: usize, dtype: DType, seed: u64) -> HostTensor {
+    let k = m.min(n);
+    let s: Vec<f64> = (0..k).map(|i| (k - i) as f64).collect();
+    with_spectrum(batch, m, n, &s, dtype, seed)
+}
+
+/// `U·diag(s)·Vᴴ` with random unitary `U`, `V` (from QR of random matrices).
+fn with_spectrum(
+    batch: &[usize],
+    m: usize,
+    n: usize,
+    s: &[f64],
+    dtype: DType,
+    seed: u64,
+) -> HostTensor {
+    let count: usize = batch.iter().product();
+    let wide = if dtype.is_complex() {
+        DType::C64
+    } else {
+        DType::F64
+    };
+    let mut out = Vec::new();
+    for b in 0..count {
+        let u = mats(&host(
+            &qr(
+                &be(),
+                &dev(&random(&[m, m], wide, seed + 2 * b as u64)),
+                QrMode::Reduced,
+            )
+            .unwrap()
+            .q,
+        ))
+        .remove(0);
+        let v = mats(&host(
+            &qr(
+                &be(),
+                &dev(&random(&[n, n], wide, seed + 2 * b as u64 + 1)),
+                QrMode::Reduced,
+            )
+            .unwrap()
+            .q,
+        ))
+        .remove(0);
+        let d = Mat::from_fn(m, n, |i, j| {
+            if i == j && i < s.len() {
+                C::new(s[i], 0.0)
+            } else {
+                C::new(0.0, 0.0)
+            }
+        });
+        out.push(&u * &d * v.adjoint());
+    }
+    unmats(batch, m, n, &out, dtype)
+}
+
+#[test]
+fn svd_rules_are_adjoint() {
+    let shapes: [(&[usize], usize, usize); 5] = [
+        (&[], 4, 4),
+        (&[], 6, 3),
+        (&[], 3, 6),
+        (&[2], 5, 2),
+        (&[2, 1], 2, 5),
+    ];
+    for dtype in ALL {
+        for (i, &(batch, m, n)) in shapes.iter().enumerate() {
+            for mode in [SvdMode::Thin, SvdMode::Full] {
+                let seed = 100 + 10 * i as u64;
+                let mut dims = batch.to_vec();
+                dims.extend([m, n]);
+                let a = separated(batch, m, n, dtype, seed);
+                let a_dot = random(&dims, dtype, seed + 1);
+                let (out, tan) =
+                    svd_frule(&be(), &dev(&a), &dev(&a_dot), mode, RuleOptions::default()).unwrap();
+                let (_, pb) = svd_rrule(&be(), &dev(&a), mode, RuleOptions::default()).unwrap();
+                // a gauge-invariant cotangent: that of L = Re⟨W, U·diag(g(S))·Vh⟩ … built from
+                // random Ū, V̄h projected onto the gauge-invariant subspace is involved; instead
+                // use the cotangent of a random function of U·Vh (invariant) and of S.
+                let u = host(&out.u);
+                let vh = host(&out.vh);
+                let k = m.min(n);
+                let (uk, vhk) = (narrow(&u, k, true), narrow(&vh, k, false));
+                let w = random(&dims, dtype, seed + 2);
+                let (ku, kv) = if mode == SvdMode::Full {
+                    (m, n)
+                } else {
+                    (k, k)
+                };
+                let ubar = pad(&matmap(&w, &vhk, m, k, |w, vh| w * vh.adjoint()), m, ku);
+                let vhbar = pad(&matmap(&uk, &w, k, n, |u, w| u.adjoint() * w), kv, n);
+                let sbar = random(host(&out.s).dims(), dtype.real(), seed + 3);
+                let cot = SvdCotangents {
+                    u: Some(&dev(&ubar)),
+                    s: Some(&dev(&sbar)),
+                    vh: Some(&dev(&vhbar)),
+                    discarded: None,
+                };
+                let a_bar = host(&pb.pullback(cot).unwrap());
+                let gap = adjoint_gap(
+                    &[
+                        (&ubar, &host(&tan.u)),
+                        (&sbar, &host(&tan.s)),
+                        (&vhbar, &host(&tan.vh)),
+                    ],
+                    &a_bar,
+                    &a_dot,
+                );
+                assert!(
+                    gap < tol(dtype),
+                    "{dtype} {dims:?} {mode:?}: adjoint gap {gap:e}"
+                );
+            }
+        }
+    }
+}
+
+/// For real SVDs every cotangent is gauge-invariant (the gauge is a discrete sign), so a
+/// fully random `Ū`, `V̄h` checks the whole pullback, including the terms of the
+/// complement of the thin factors.
+#[test]
+fn real_svd_rules_are_adjoint_for_any_cotangent() {
+    for dtype in [DType::F32, DType::F64] {
+        for &(m, n) in &[(5, 3), (3, 5), (4, 4)] {
+            let a = separated(&[], m, n, dtype, 7);
+            let a_dot = random(&[m, n], dtype, 8);
+            let (out, tan) = svd_frule(
+                &be(),
+                &dev(&a),
+                &dev(&a_dot),
+                SvdMode::Thin,
+                RuleOptions::default(),
+            )
+            .unwrap();
+            let (_, pb) =
+                svd_rrule(&be(), &dev(&a), SvdMode::Thin, RuleOptions::default()).unwrap();
+            let ubar = random(host(&out.u).dims(), dtype, 9);
+            let vhbar = random(host(&out.vh).dims(), dtype, 10);
+            let cot = SvdCotangents {
+                u: Some(&dev(&ubar)),
+                vh: Some(&dev(&vhbar)),
+                ..Default::default()
+            };
+            let a_bar = host(&pb.pullback(cot).unwrap());
+            let gap = adjoint_gap(
+                &[(&ubar, &host(&tan.u)), (&vhbar, &host(&tan.vh))],
+                &a_bar,
+                &a_dot,
+            );
+            assert!(gap < tol(dtype), "{dtype} {m}×{n}: adjoint gap {gap:e}");
+        }
+    }
+}
+
+/// A real loss of the SVD factors: `Σ w ∘ |U|` over the leading columns plus `Σ c·s` (gauge
+/// invariant), by finite differences in double precision.
+fn fd_u_abs_loss(
+    a: &HostTensor,
+    dir: &HostTensor,
+    w: &HostTensor,
+    c: &HostTensor,
+    k: usize,
+    trunc: Option<usize>,
+) -> f64 {
+    let f = |x: &[Value]| -> adrules_core::Result<Value> {
+        let x = x[0].tensor("a")?;
+        let (u, s) = match trunc {
+            None => {
+                let o = svd(&be(), &dev(x), SvdMode::Thin)?;
+                (host(&o.u), host(&o.s))
+            }
+            Some(r) => {
+                let o = svd_truncated(&be(), &dev(x), Truncation::rank(r))?;
+                (host(&o.svd.u), host(&o.svd.s))
+            }
+        };
+        let u = narrow(&u, k, true);
+        let l = dot(w, &map1(&u, DType::F64, |z| C::new(z.norm(), 0.0)))
+            + dot(c, &s.to_dtype_projected(DType::F64));
+        Ok(Value::Tensor(HostTensor::from_vec(&[], vec![l])?))
+    };
+    let fd = FiniteDifference {
+        stencil: Stencil::Central4,
+        step: 1e-4,
+    };
+    let y = fd
+        .jvp(
+            f,
+            &[Value::Tensor(a.clone())],
+            &[Value::Tensor(dir.clone())],
+        )
+        .unwrap();
+    y.to_c64_vec()[0].re
+}
+
+#[test]
+fn svd_gradient_matches_finite_differences() {
+    for dtype in [DType::F64, DType::C64] {
+        for &(m, n) in &[(5, 3), (3, 5), (4, 4)] {
+            let k = m.min(n);
+            let a = separated(&[], m, n, dtype, 21);
+            let dir = random(&[m, n], dtype, 22);
+            let w = random(&[m, k], DType::F64, 23);
+            let c = random(&[k], DType::F64, 24);
+            let want = fd_u_abs_loss(&a, &dir, &w, &c, k, None);
+            let (out, pb) =
+                svd_rrule(&be(), &dev(&a), SvdMode::Thin, RuleOptions::default()).unwrap();
+            let u = host(&out.u);
+            let ubar = abs_cotangent(&u, &w, dtype);
+            let cot = SvdCotangents {
+                u: Some(&dev(&ubar)),
+                s: Some(&dev(&c)),
+                ..Default::default()
+            };
+            let got = dot(&host(&pb.pullback(cot).unwrap()), &dir);
+            assert!(
+                (got - want).abs() < 1e-7 * want.abs().max(1.0),
+                "{dtype} {m}×{n}: {got} vs fd {want}"
+            );
+        }
+    }
+}
+
+/// The truncated SVD's gradient against finite differences on inputs with a gap at the
+/// truncation (`s = 8, 6, 4 | 1.5, 1, 0.5`): exact with the discarded subspace's term, off
+/// by a clear margin without it.
+#[test]
+fn truncated_svd_needs_the_discarded_term() {
+    for dtype in [DType::F64, DType::C64] {
+        let (m, n, r) = (7, 6, 3);
+        let s = [8.0, 6.0, 4.0, 1.5, 1.0, 0.5];
+        let a = with_spectrum(&[], m, n, &s, dtype, 31);
+        let dir = random(&[m, n], dtype, 32);
+        let w = random(&[m, r], DType::F64, 33);
+        let c = random(&[r], DType::F64, 34);
+        let want = fd_u_abs_loss(&a, &dir, &w, &c, r, Some(r));
+        let mut errs = Vec::new();
+        for term in [true, false] {
+            let opts = RuleOptions {
+                discarded_term: term,
+                ..RuleOptions::default()
+            };
+            let (out, pb) =
+                svd_truncated_rrule(&be(), &dev(&a), Truncation::rank(r), opts).unwrap();
+            assert_eq!(out.rank, r);
+            let ubar = abs_cotangent(&host(&out.svd.u), &w, dtype);
+            let cot = SvdCotangents {
+                u: Some(&dev(&ubar)),
+                s: Some(&dev(&c)),
+                ..Default::default()
+            };
+            let got = dot(&host(&pb.pullback(cot).unwrap()), &dir);
+            errs.push((got - want).abs() / want.abs().max(1.0));
+        }
+        assert!(
+            errs[0] < 1e-7,
+            "{dtype}: with the term, relative error {:e}",
+            errs[0]
+        );
+        assert!(
+            errs[1] > 1e-3,
+            "{dtype}: without the term the error {:e} should be visible",
+            errs[1]
+        );
+    }
+}
+
+#[test]
+fn truncated_svd_rules_are_adjoint_and_report_what_was_discarded() {
+    for dtype in ALL {
+        let (m, n) = (6, 5);
+        let s = [5.0, 4.0, 3.0, 0.5, 0.25];
+        let a = with_spectrum(&[2], m, n, &s, dtype, 41);
+        let t = Truncation {
+            max_rank: Some(4),
+            rtol: 0.2,
+        };
+        let (out, pb) = svd_truncated_rrule(&be(), &dev(&a), t, RuleOptions::default()).unwrap();
+        assert_eq!(out.rank, 3, "{dtype}: s > 0.2·s₀ keeps three");
+        let disc = host(&out.discarded).data().to_c64_vec();
+        let want = [0.5, 0.25, 0.5, 0.25];
+        for (g, w) in disc.iter().zip(want) {
+            assert!((g.re - w).abs() < 1e-5, "{dtype}: discarded {disc:?}");
+        }
+        let a_dot = random(&[2, m, n], dtype, 42);
+        let (_, tan) =
+            svd_truncated_frule(&be(), &dev(&a), &dev(&a_dot), t, RuleOptions::default()).unwrap();
+        let (uk, vhk) = (host(&out.svd.u), host(&out.svd.vh));
+        let w = random(&[2, m, n], dtype, 43);
+        let ubar = matmap(&w, &vhk, m, 3, |w, vh| w * vh.adjoint());
+        let vhbar = matmap(&uk, &w, 3, n, |u, w| u.adjoint() * w);
+        let sbar = random(&[2, 3], dtype.real(), 44);
+        let dbar = random(&[2, 2], dtype.real(), 45);
+        let cot = SvdCotangents {
+            u: Some(&dev(&ubar)),
+            s: Some(&dev(&sbar)),
+            vh: Some(&dev(&vhbar)),
+            discarded: Some(&dev(&dbar)),
+        };
+        let a_bar = host(&pb.pullback(cot).unwrap());
+        let gap = adjoint_gap(
+            &[
+                (&ubar, &host(&tan.svd.u)),
+                (&sbar, &host(&tan.svd.s)),
+                (&vhbar, &host(&tan.svd.vh)),
+                (&dbar, &host(&tan.discarded)),
+            ],
+            &a_bar,
+            &a_dot,
+        );
+        assert!(gap < tol(dtype), "{dtype}: adjoint gap {gap:e}");
+    }
+}
+
+#[test]
+fn qr_rules_are_adjoint() {
+    let shapes: [(&[usize], usize, usize); 5] = [
+        (&[], 4, 4),
+        (&[], 6, 3),
+        (&[], 3, 6),
+        (&[2], 5, 2),
+        (&[2, 1], 2, 5),
+    ];
+    for dtype in ALL {
+        for (i, &(batch, m, n)) in shapes.iter().enumerate() {
+            for mode in [QrMode::Reduced, QrMode::Complete] {
+                let seed = 200 + 10 * i as u64;
+                let mut dims = batch.to_vec();
+                dims.extend([m, n]);
+                let a = random(&dims, dtype, seed);
+                let a_dot = random(&dims, dtype, seed + 1);
+                let (out, tan) = qr_frule(&be(), &dev(&a), &dev(&a_dot), mode).unwrap();
+                let (_, pb) = qr_rrule(&be(), &dev(&a), mode).unwrap();
+                let k = m.min(n);
+                let q = host(&out.q);
+                // complete mode: the complement columns get a cotangent through the projector
+                // Q⊥·Q⊥ᴴ only (Q̄⊥ = G·Q⊥ with G Hermitian): Q̄ = [random, sym·Q⊥]
+                let qbar = if mode == QrMode::Complete && m > k {
+                    let g = random(&[m, m], dtype, seed + 2);
+                    let qb = random(q.dims(), dtype, seed + 3);
+                    matmap(&qb, &q, m, m, |qb, q| {
+                        let perp = q.subcols(k, m - k);
+                        let gm = &mats(&g)[0];
+                        let herm = gm + gm.adjoint();
+                        let tail = &herm * perp;
+                        Mat::from_fn(
+                            m,
+                            m,
+                            |r, c| if c < k { qb[(r, c)] } else { tail[(r, c - k)] },
+                        )
+                    })
+                } else {
+                    random(q.dims(), dtype, seed + 3)
+                };
+                let mut rbar = random(host(&out.r).dims(), dtype, seed + 4);
+                if mode == QrMode::Complete {
+                    rbar = pad(&narrow(&rbar, k, false), m, n);
+                }
+                let a_bar = host(&pb.pullback(Some(&dev(&qbar)), Some(&dev(&rbar))).unwrap());
+                let gap = adjoint_gap(
+                    &[(&qbar, &host(&tan.q)), (&rbar, &host(&tan.r))],
+                    &a_bar,
+                    &a_dot,
+                );
+                assert!(
+                    gap < tol(dtype),
+                    "{dtype} {dims:?} {mode:?}: adjoint gap {gap:e}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn eigh_rules_are_adjoint() {
+    for dtype in ALL {
+        for (i, dims) in [vec![5, 5], vec![3, 4, 4], vec![1, 1]]
+            .into_iter()
+            .enumerate()
+        {
+            let seed = 300 + 10 * i as u64;
+            let a = plus_adjoint(&random(&dims, dtype, seed));
+            let a_dot = random(&dims, dtype, seed + 1);
+            let (out, tan) =
+                eigh_frule(&be(), &dev(&a), &dev(&a_dot), RuleOptions::default()).unwrap();
+            let (_, pb) = eigh_rrule(&be(), &dev(&a), RuleOptions::default()).unwrap();
+            let v = host(&out.vectors);
+            // a phase-invariant cotangent: that of Re⟨W, |V|⟩
+            let w = random(v.dims(), dtype.real(), seed + 2);
+            let vbar = abs_cotangent(&v, &w, dtype);
+            let lbar = random(host(&out.values).dims(), dtype.real(), seed + 3);
+            let a_bar = host(&pb.pullback(Some(&dev(&lbar)), Some(&dev(&vbar))).unwrap());
+            let gap = adjoint_gap(
+                &[(&lbar, &host(&tan.values)), (&vbar, &host(&tan.vectors))],
+                &a_bar,
+                &a_dot,
+            );
+            assert!(gap < tol(dtype), "{dtype} {dims:?}: adjoint gap {gap:e}");
+            // Ā is Hermitian: the rule is that of the Hermitian part
+            let asym = axpy(&a_bar, -1.0, &plus_adjoint(&a_bar));
+            assert!(
+                norm(&axpy(&asym, 1.0, &a_bar)) < 1e-4 * norm(&a_bar).max(1e-30),
+                "{dtype}: Ā not Hermitian"
+            );
+        }
+    }
+}
+
+/// A doubly degenerate singular value: a loss of `S` and of the projector onto the
+/// degenerate pair is gauge-invariant and gets the exact, finite gradient with no broadening;
+/// a loss of one vector of the pair is refused; with broadening it is finite.
+#[test]
+fn degenerate_spectra() {
+    let s = [3.0, 2.0, 2.0, 1.0];
+    let a = with_spectrum(&[], 5, 4, &s, DType::F64, 51);
+    let (out, pb) = svd_rrule(&be(), &dev(&a), SvdMode::Thin, RuleOptions::default()).unwrap();
+    let u = host(&out.u);
+    // L = Σ w·s + ⟨G, U·Uᴴ⟩ (G symmetric): Ū = (G + Gᵀ)·U
+    let g = random(&[5, 5], DType::F64, 52);
+    let ubar = matmap(&u, &u, 5, 4, |u, _| {
+        let gm = &mats(&g)[0];
+        (gm + gm.transpose()) * u
+    });
+    // symmetric in the degenerate pair: Σ w·s is differentiable only then
+    let sbar = HostTensor::from_vec(&[4], vec![0.3, -0.7, -0.7, 1.1]).unwrap();
+    let cot = SvdCotangents {
+        u: Some(&dev(&ubar)),
+        s: Some(&dev(&sbar)),
+        ..Default::default()
+    };
+    let a_bar = host(&pb.pullback(cot).unwrap());
+    let dir = random(&[5, 4], DType::F64, 54);
+    let f = |x: &[Value]| -> adrules_core::Result<Value> {
+        let o = svd(&be(), &dev(x[0].tensor("a")?), SvdMode::Thin)?;
+        let u = host(&o.u);
+        let p = matmap(&u, &u, 5, 5, |u, _| u * u.adjoint());
+        let gs = matmap(&g, &g, 5, 5, |g, _| g + g.transpose());
+        let l = dot(&sbar, &host(&o.s)) + 0.5 * dot(&gs, &p);
+        Ok(Value::Tensor(HostTensor::from_vec(&[], vec![l])?))
+    };
+    let fd = FiniteDifference {
+        stencil: Stencil::Central4,
+        step: 1e-4,
+    };
+    let want = fd
+        .jvp(
+            f,
+            &[Value::Tensor(a.clone())],
+            &[Value::Tensor(dir.clone())],
+        )
+        .unwrap()
+        .to_c64_vec()[0]
+        .re;
+    let got = dot(&a_bar, &dir);
+    assert!(
+        (got - want).abs() < 1e-7 * want.abs().max(1.0),
+        "degenerate, invariant loss: {got} vs fd {want}"
+    );
+
+    // the loss of the first vector of the pair depends on the basis of the pair
+    let w = random(&[5, 4], DType::F64, 55);
+    let ubar = abs_cotangent(&u, &w, DType::F64);
+    let cot = SvdCotangents {
+        u: Some(&dev(&ubar)),
+        ..Default::default()
+    };
+    assert!(matches!(
+        pb.pullback(cot),
+        Err(Error::GaugeIllDefined { .. })
+    ));
+    // broadened: finite
+    let (_, pb) = svd_rrule(
+        &be(),
+        &dev(&a),
+        SvdMode::Thin,
+        RuleOptions::broadened(1e-12),
+    )
+    .unwrap();
+    let a_bar = host(&pb.pullback(cot).unwrap());
+    assert!(a_bar.data().to_c64_vec().iter().all(|z| z.re.is_finite()));
+
+    // eigh: a doubly degenerate eigenvalue, invariant loss λ̄ only: exact; a vector loss: refused
+    let lam = [-1.0, 2.0, 2.0, 4.0];
+    let v = mats(&host(
+        &qr(
+            &be(),
+            &dev(&random(&[4, 4], DType::F64, 56)),
+            QrMode::Reduced,
+        )
+        .unwrap()
+        .q,
+    ))
+    .remove(0);
+    let d = Mat::from_fn(4, 4, |i, j| C::new(if i == j { lam[i] } else { 0.0 }, 0.0));
+    let h = unmats(&[], 4, 4, &[&v * &d * v.adjoint()], DType::F64);
+    let (out, pb) = eigh_rrule(&be(), &dev(&h), RuleOptions::default()).unwrap();
+    let lbar = HostTensor::from_vec(&[4], vec![0.5, -1.0, -1.0, 2.0]).unwrap();
+    let a_bar = host(&pb.pullback(Some(&dev(&lbar)), None).unwrap());
+    let dir = plus_adjoint(&random(&[4, 4], DType::F64, 59));
+    let f = |x: &[Value]| -> adrules_core::Result<Value> {
+        let o = eigh(&be(), &dev(x[0].tensor("a")?))?;
+        let l = dot(&lbar, &host(&o.values));
+        Ok(Value::Tensor(HostTensor::from_vec(&[], vec![l])?))
+    };
+    let want = fd
+        .jvp(
+            f,
+            &[Value::Tensor(h.clone())],
+            &[Value::Tensor(dir.clone())],
+        )
+        .unwrap()
+        .to_c64_vec()[0]
+        .re;
+    let got = dot(&a_bar, &dir);
+    assert!(
+        (got - want).abs() < 1e-7 * want.abs().max(1.0),
+        "degenerate eigh, invariant loss: {got} vs fd {want}"
+    );
+    // unequal weights on the pair: not differentiable
+    let uneven = dev(&HostTensor::from_vec(&[4], vec![0.5, -1.0, 1.0, 2.0]).unwrap());
+    assert!(matches!(
+        pb.pullback(Some(&uneven), None),
+        Err(Error::GaugeIllDefined { .. })
+    ));
+    let vb = abs_cotangent(
+        &host(&out.vectors),
+        &random(&[4, 4], DType::F64, 58),
+        DType::F64,
+    );
+    assert!(matches!(
+        pb.pullback(None, Some(&dev(&vb))),
+        Err(Error::GaugeIllDefined { .. })
+    ));
+}
+
+#[test]
+fn bad_input_gets_typed_errors() {
+    let be = be();
+    let v = dev(&random(&[4], DType::F64, 1));
+    assert!(matches!(
+        svd(&be, &v, SvdMode::Thin),
+        Err(Error::RankMismatch { .. })
+    ));
+    assert!(matches!(
+        qr(&be, &v, QrMode::Reduced),
+        Err(Error::RankMismatch { .. })
+    ));
+    assert!(matches!(eigh(&be, &v), Err(Error::RankMismatch { .. })));
+    let nan = dev(&map1(&random(&[3, 3], DType::F64, 2), DType::F64, |z| {
+        if z.re > 0.0 { C::new(f64::NAN, 0.0) } else { z }
+    }));
+    assert!(matches!(
+        svd(&be, &nan, SvdMode::Thin),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        qr(&be, &nan, QrMode::Reduced),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        eigh(&be, &nan),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let rect = dev(&random(&[3, 4], DType::F64, 3));
+    assert!(matches!(eigh(&be, &rect), Err(Error::ShapeMismatch { .. })));
+    let nonherm = dev(&random(&[3, 3], DType::C64, 4));
+    assert!(matches!(
+        eigh(&be, &nonherm),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let a = dev(&random(&[4, 3], DType::F64, 5));
+    for bad in [-1.0, f64::NAN, f64::INFINITY] {
+        assert!(matches!(
+            svd_rrule(&be, &a, SvdMode::Thin, RuleOptions::broadened(bad)),
+            Err(Error::InvalidArgument { .. })
+        ));
+        assert!(matches!(
+            svd_truncated(&be, &a, Truncation::tolerance(bad)),
+            Err(Error::InvalidArgument { .. })
+        ));
+    }
+    // cotangents of the wrong shape or dtype
+    let (_, pb) = svd_rrule(&be, &a, SvdMode::Thin, RuleOptions::default()).unwrap();
+    let wrong = dev(&random(&[4, 4], DType::F64, 6));
+    let cot = SvdCotangents {
+        u: Some(&wrong),
+        ..Default::default()
+    };
+    assert!(matches!(pb.pullback(cot), Err(Error::ShapeMismatch { .. })));
+    let complex = dev(&random(&[4, 3], DType::C64, 7));
+    let cot = SvdCotangents {
+        u: Some(&complex),
+        ..Default::default()
+    };
+    assert!(matches!(pb.pullback(cot), Err(Error::DTypeMismatch { .. })));
+    let cot = SvdCotangents {
+        discarded: Some(&wrong),
+        ..Default::default()
+    };
+    assert!(matches!(
+        pb.pullback(cot),
+        Err(Error::InvalidArgument { .. })
+    ));
+    // a full SVD's complement columns with a basis-dependent cotangent (three complement
+    // columns: a single real one has only a sign for gauge, and any cotangent is fine)
+    let a = dev(&random(&[5, 2], DType::F64, 11));
+    let (out, pb) = svd_rrule(&be, &a, SvdMode::Full, RuleOptions::default()).unwrap();
+    let ubar = random(host(&out.u).dims(), DType::F64, 8);
+    let cot = SvdCotangents {
+        u: Some(&dev(&ubar)),
+        ..Default::default()
+    };
+    assert!(matches!(
+        pb.pullback(cot),
+        Err(Error::GaugeIllDefined { .. })
+    ));
+    // a rank-deficient QR
+    let low = unmats(
+        &[],
+        3,
+        3,
+        &[Mat::from_fn(3, 3, |i, j| {
+            C::new((i + 1) as f64 * (j + 1) as f64, 0.0)
+        })],
+        DType::F64,
+    );
+    let (_, pb) = qr_rrule(&be, &dev(&low), QrMode::Reduced).unwrap();
+    let qb = dev(&random(&[3, 3], DType::F64, 9));
+    assert!(matches!(
+        pb.pullback(Some(&qb), None),
+        Err(Error::Singular { .. })
+    ));
+}
+
+/// The factors are what they claim: `U·diag(S)·Vh = A` with orthonormal columns, `Q·R = A`
+/// with `R` upper triangular, `V·diag(λ)·Vᴴ = A`.
+#[test]
+fn factors_reconstruct_their_input() {
+    for dtype in ALL {
+        let eps = if dtype.is_double() { 1e-12 } else { 1e-4 };
+        for &(m, n) in &[(5, 3), (3, 5), (4, 4), (0, 3), (3, 0)] {
+            let a = random(&[2, m, n], dtype, 61);
+            let k = m.min(n);
+            for mode in [SvdMode::Thin, SvdMode::Full] {
+                let o = svd(&be(), &dev(&a), mode).unwrap();
+                let (u, s, vh) = (
+                    narrow(&host(&o.u), k, true),
+                    host(&o.s),
+                    narrow(&host(&o.vh), k, false),
+                );
+                let sv = s.data().to_c64_vec();
+                let rec: Vec<Mat<C>> = mats(&u)
+                    .iter()
+                    .zip(mats(&vh))
+                    .enumerate()
+                    .map(|(b, (u, vh))| {
+                        let d = Mat::from_fn(k, k, |i, j| {
+                            if i == j {
+                                sv[b * k + i]
+                            } else {
+                                C::new(0.0, 0.0)
+                            }
+                        });
+                        u * d * vh
+                    })
+                    .collect();
+                let rec = unmats(&[2], m, n, &rec, DType::C64);
+                let err = norm(&axpy(&rec, -1.0, &a.to_dtype_projected(DType::C64)));
+                assert!(
+                    err <= eps * norm(&a).max(1.0),
+                    "{dtype} {m}×{n} {mode:?}: ‖UΣVh − A‖ = {err:e}"
+                );
+                let full_u = host(&o.u);
+                let ku = full_u.dims()[2];
+                let gram = matmap(&full_u, &full_u, ku, ku, |u, _| u.adjoint() * u);
+                let id = unmats(
+                    &[2],
+                    ku,
+                    ku,
+                    &[Mat::identity(ku, ku), Mat::identity(ku, ku)],
+                    DType::C64,
+                );
+                assert!(
+                    norm(&axpy(&gram.to_dtype_projected(DType::C64), -1.0, &id)) < eps * 10.0,
+                    "{dtype} {m}×{n}: UᴴU ≠ I"
+                );
+            }
+            for mode in [QrMode::Reduced, QrMode::Complete] {
+                let o = qr(&be(), &dev(&a), mode).unwrap();
+                let (q, r) = (host(&o.q), host(&o.r));
+                let rec = matmap(&q, &r, m, n, |q, r| q * r);
+                let err = norm(&axpy(&rec, -1.0, &a));
+                assert!(
+                    err <= eps * norm(&a).max(1.0),
+                    "{dtype} {m}×{n} {mode:?}: ‖QR − A‖ = {err:e}"
+                );
+                for rm in mats(&r) {
+                    for i in 0..rm.nrows() {
+                        for j in 0..i.min(rm.ncols()) {
+                            assert_eq!(rm[(i, j)], C::new(0.0, 0.0), "R not upper triangular");
+                        }
+                    }
+                }
+            }
+        }
+        let h = plus_adjoint(&random(&[2, 4, 4], dtype, 62));
+        let o = eigh(&be(), &dev(&h)).unwrap();
+        let (l, v) = (host(&o.values).data().to_c64_vec(), host(&o.vectors));
+        let rec: Vec<Mat<C>> = mats(&v)
+            .iter()
+            .enumerate()
+            .map(|(b, v)| {
+                let d = Mat::from_fn(4, 4, |i, j| {
+                    if i == j {
+                        l[b * 4 + i]
+                    } else {
+                        C::new(0.0, 0.0)
+                    }
+                });
+                v * d * v.adjoint()
+            })
+            .collect();
+        let rec = unmats(&[2], 4, 4, &rec, DType::C64);
+        let err = norm(&axpy(&rec, -1.0, &h.to_dtype_projected(DType::C64)));
+        assert!(
+            err <= eps * 10.0 * norm(&h),
+            "{dtype}: ‖VΛVᴴ − A‖ = {err:e}"
+        );
+        assert!(
+            l.chunks(4)
+                .all(|c| c.windows(2).all(|w| w[0].re <= w[1].re)),
+            "{dtype}: eigenvalues not sorted"
+        );
+    }
+}
