@@ -37,6 +37,9 @@
 //!   [`multi_dot_hvp`](network::multi_dot_hvp) (the `hvp` entries of `multi_dot.jsonl`);
 //! - [`einsum`] — [`einsum_oracle`](einsum::einsum_oracle) (the oracle `einsum.jsonl`, torch's
 //!   grammar, values, JVPs, VJPs and rejected inputs);
+//! - [`linalg`] — [`decomposition_rules`](linalg::decomposition_rules) (SVD, truncated SVD,
+//!   QR and eigh: reconstruction, agreement with the reference backend, adjoint identity,
+//!   the gauge error);
 //! - [`implicit`] — [`fixed_point_rules`](implicit::fixed_point_rules) (a linear fixed point
 //!   as [`NetworkConditions`](adrules_core::implicit::NetworkConditions) on the backend,
 //!   against its closed form).
@@ -82,6 +85,7 @@ pub mod add;
 pub mod contract;
 pub mod einsum;
 pub mod implicit;
+pub mod linalg;
 pub mod network;
 pub mod second;
 pub mod tensorscalar;
@@ -122,7 +126,8 @@ impl Config {
 /// `accumulate_adds_into_existing_buffers`, `multi_dot_oracle_as_pairwise_chain`,
 /// `rule_errors_are_typed`, `network_rules_on_random_networks`,
 /// `multi_dot_oracle_as_network`, `einsum_oracle`, `implicit_linear_fixed_point`,
-/// `primitive_second_order`, `network_hvp_on_random_networks`, `multi_dot_oracle_hvp`.
+/// `primitive_second_order`, `network_hvp_on_random_networks`, `multi_dot_oracle_hvp`,
+/// `decomposition_rules`.
 #[macro_export]
 macro_rules! conformance_suite {
     ($be:expr $(,)?) => {
@@ -188,6 +193,10 @@ macro_rules! conformance_suite {
         #[test]
         fn multi_dot_oracle_hvp() {
             $crate::conformance::network::multi_dot_hvp(&$be, &$cfg);
+        }
+        #[test]
+        fn decomposition_rules() {
+            $crate::conformance::linalg::decomposition_rules(&$be, &$cfg);
         }
     };
 }

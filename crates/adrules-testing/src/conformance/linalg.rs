@@ -1,0 +1,378 @@
+//! Conformance of the decompositions and their rules ([`adrules_core::linalg`]) on a
+//! backend: thin, full and truncated SVD, reduced and complete QR, eigh, batched, tall and
+//! wide, every dtype of the config. For each, on the backend under test:
+//! - the factors reconstruct the input (in double precision on the host), with orthonormal
+//!   columns;
+//! - gauge-invariant results agree with the [`ReferenceBackend`]'s (singular values,
+//!   `U·Vh`, eigenvalues, `Q` and `R`, and every `Ā`): the same rules run on every engine;
+//! - the pushforward and the pullback satisfy the adjoint identity for gauge-invariant
+//!   cotangents;
+//! - a phase-dependent cotangent of a complex SVD is refused with
+//!   [`Error::GaugeIllDefined`].
+
+use std::sync::Arc;
+
+use adrules_core::linalg::{
+    QrMode, RuleOptions, SvdCotangents, SvdMode, Truncation, eigh_frule, eigh_rrule, qr_frule,
+    qr_rrule, svd_frule, svd_rrule, svd_truncated_frule, svd_truncated_rrule,
+};
+use adrules_core::{Backend, Complex64, DType, Error, HostData, HostTensor, Result};
+use faer::Mat;
+
+use super::Config;
+use super::case::report;
+use crate::{ReferenceBackend, Rng};
+
+type C = Complex64;
+
+fn arc(h: &HostTensor) -> Arc<HostTensor> {
+    Arc::new(h.clone())
+}
+
+fn mats(h: &HostTensor) -> Vec<Mat<C>> {
+    let d = h.dims();
+    let (m, n) = (d[d.len() - 2], d[d.len() - 1]);
+    let v = h.data().to_c64_vec();
+    let count: usize = d[..d.len() - 2].iter().product();
+    (0..count)
+        .map(|b| Mat::from_fn(m, n, |i, j| v[b * m * n + i * n + j]))
+        .collect()
+}
+
+fn unmats(batch: &[usize], m: usize, n: usize, xs: &[Mat<C>], dtype: DType) -> Result<HostTensor> {
+    let v: Vec<C> = xs
+        .iter()
+        .flat_map(|x| (0..m).flat_map(move |i| (0..n).map(move |j| x[(i, j)])))
+        .collect();
+    let mut dims = batch.to_vec();
+    dims.extend([m, n]);
+    HostTensor::new(&dims, HostData::from_c64_projected(&v, dtype))
+}
+
+fn dot(x: &HostTensor, y: &HostTensor) -> f64 {
+    let (a, b) = (x.data().to_c64_vec(), y.data().to_c64_vec());
+    a.iter().zip(&b).map(|(p, q)| (p.conj() * q).re).sum()
+}
+
+fn norm(x: &HostTensor) -> f64 {
+    dot(x, x).sqrt()
+}
+
+/// `‖x − y‖ / max(‖y‖, 1)`, in double precision.
+fn rel(x: &HostTensor, y: &HostTensor) -> f64 {
+    let (a, b) = (x.data().to_c64_vec(), y.data().to_c64_vec());
+    if a.len() != b.len() {
+        return f64::INFINITY;
+    }
+    let d: f64 = a.iter().zip(&b).map(|(p, q)| (p - q).norm_sqr()).sum();
+    d.sqrt() / norm(y).max(1.0)
+}
+
+fn tol(dtype: DType) -> f64 {
+    if dtype.is_double() { 1e-10 } else { 1e-4 }
+}
+
+/// `f(x, y)` matrix by matrix, each result `rows × cols`.
+fn each(
+    a: &HostTensor,
+    b: &HostTensor,
+    rows: usize,
+    cols: usize,
+    f: impl Fn(&Mat<C>, &Mat<C>) -> Mat<C>,
+) -> Result<HostTensor> {
+    let zs: Vec<Mat<C>> = mats(a).iter().zip(&mats(b)).map(|(x, y)| f(x, y)).collect();
+    unmats(&a.dims()[..a.dims().len() - 2], rows, cols, &zs, a.dtype())
+}
+
+struct Ctx<'a, B: Backend> {
+    be: &'a B,
+    failures: Vec<String>,
+    ran: usize,
+}
+
+impl<B: Backend> Ctx<'_, B> {
+    fn dev(&self, h: &HostTensor) -> Result<B::Tensor> {
+        self.be.from_host(h.clone())
+    }
+    fn host(&self, t: &B::Tensor) -> Result<HostTensor> {
+        self.be.to_host(t)
+    }
+    fn expect(&mut self, ok: bool, what: impl FnOnce() -> String) {
+        if !ok {
+            self.failures.push(what());
+        }
+    }
+}
+
+/// The SVD (thin, full, truncated), QR (reduced, complete) and eigh rules on `be`, against
+/// the reference backend and the adjoint identity (see the module documentation). Panics
+/// with the failing cases.
+pub fn decomposition_rules<B: Backend>(be: &B, cfg: &Config) {
+    let mut ctx = Ctx {
+        be,
+        failures: Vec::new(),
+        ran: 0,
+    };
+    let mut rng = Rng::seed(16);
+    for &dtype in &cfg.dtypes {
+        if !cfg.supports(&[dtype], &[4]) {
+            continue;
+        }
+        for dims in [vec![5, 3], vec![3, 5], vec![2, 4, 4]] {
+            let name = format!("{dtype} {dims:?}");
+            if let Err(e) = one_shape(&mut ctx, &mut rng, &dims, dtype) {
+                ctx.failures.push(format!("{name}: {e}"));
+            }
+            ctx.ran += 1;
+        }
+    }
+    report(ctx.ran, ctx.failures);
+}
+
+fn one_shape<B: Backend>(
+    ctx: &mut Ctx<'_, B>,
+    rng: &mut Rng,
+    dims: &[usize],
+    dtype: DType,
+) -> Result<()> {
+    let r = dims.len();
+    let (m, n) = (dims[r - 2], dims[r - 1]);
+    let batch = &dims[..r - 2];
+    let k = m.min(n);
+    let reference = ReferenceBackend;
+    let a = rng.tensor(dims, dtype);
+    let a_dot = rng.tensor(dims, dtype);
+    let w = rng.tensor(dims, dtype);
+    let (da, dd) = (ctx.dev(&a)?, ctx.dev(&a_dot)?);
+    let t = tol(dtype);
+
+    for mode in [SvdMode::Thin, SvdMode::Full] {
+        let (out, tan) = svd_frule(ctx.be, &da, &dd, mode, RuleOptions::default())?;
+        let (_, pb) = svd_rrule(ctx.be, &da, mode, RuleOptions::default())?;
+        let (u, s, vh) = (ctx.host(&out.u)?, ctx.host(&out.s)?, ctx.host(&out.vh)?);
+        let (ku, kv) = if mode == SvdMode::Full {
+            (m, n)
+        } else {
+            (k, k)
+        };
+        // reconstruction and orthonormality
+        let sv = s.data().to_c64_vec();
+        let rec: Vec<Mat<C>> = mats(&u)
+            .iter()
+            .zip(mats(&vh))
+            .enumerate()
+            .map(|(b, (u, vh))| {
+                let d = Mat::from_fn(k, k, |i, j| {
+                    if i == j {
+                        sv[b * k + i]
+                    } else {
+                        C::new(0.0, 0.0)
+                    }
+                });
+                u.subcols(0, k) * d * vh.subrows(0, k)
+            })
+            .collect();
+        let rec = unmats(batch, m, n, &rec, dtype)?;
+        let e = rel(&rec, &a);
+        ctx.expect(e < t, || {
+            format!("{dtype} {dims:?} {mode:?}: ‖U·S·Vh − A‖ rel {e:e}")
+        });
+        let gram = each(&u, &u, ku, ku, |u, _| {
+            u.adjoint() * u - Mat::<C>::identity(ku, ku)
+        })?;
+        ctx.expect(norm(&gram) < 10.0 * t, || {
+            format!("{dtype} {dims:?} {mode:?}: UᴴU ≠ I")
+        });
+        // a gauge-invariant cotangent: that of Re⟨W, U·Vh⟩ + Re⟨S̄, S⟩
+        let uk = each(&u, &u, m, k, |u, _| u.subcols(0, k).to_owned())?;
+        let vhk = each(&vh, &vh, k, n, |v, _| v.subrows(0, k).to_owned())?;
+        let ubar = each(&w, &vhk, m, ku, |w, vh| {
+            let x = w * vh.adjoint();
+            Mat::from_fn(
+                m,
+                ku,
+                |i, j| if j < k { x[(i, j)] } else { C::new(0.0, 0.0) },
+            )
+        })?;
+        let vhbar = each(&uk, &w, kv, n, |u, w| {
+            let x = u.adjoint() * w;
+            Mat::from_fn(
+                kv,
+                n,
+                |i, j| if i < k { x[(i, j)] } else { C::new(0.0, 0.0) },
+            )
+        })?;
+        let sbar = rng.tensor(s.dims(), dtype.real());
+        let (ub, vb, sb) = (ctx.dev(&ubar)?, ctx.dev(&vhbar)?, ctx.dev(&sbar)?);
+        let cot = SvdCotangents {
+            u: Some(&ub),
+            s: Some(&sb),
+            vh: Some(&vb),
+            discarded: None,
+        };
+        let a_bar = ctx.host(&pb.pullback(cot)?)?;
+        let lhs = dot(&ubar, &ctx.host(&tan.u)?)
+            + dot(&sbar, &ctx.host(&tan.s)?)
+            + dot(&vhbar, &ctx.host(&tan.vh)?);
+        let rhs = dot(&a_bar, &a_dot);
+        ctx.expect(
+            (lhs - rhs).abs() <= t * (lhs.abs() + rhs.abs()).max(1.0),
+            || format!("{dtype} {dims:?} {mode:?}: adjoint identity {lhs} vs {rhs}"),
+        );
+        // the same on the reference backend
+        let (r_out, r_pb) = svd_rrule(&reference, &arc(&a), mode, RuleOptions::default())?;
+        let r_bar = r_pb.pullback(SvdCotangents {
+            u: Some(&arc(&ubar)),
+            s: Some(&arc(&sbar)),
+            vh: Some(&arc(&vhbar)),
+            discarded: None,
+        })?;
+        let e = rel(&s, &r_out.s);
+        ctx.expect(e < t, || {
+            format!("{dtype} {dims:?} {mode:?}: S differs from the reference ({e:e})")
+        });
+        let e = rel(&a_bar, &r_bar);
+        ctx.expect(e < t, || {
+            format!("{dtype} {dims:?} {mode:?}: Ā differs from the reference ({e:e})")
+        });
+        if dtype.is_complex() && k > 0 {
+            // a cotangent on U alone along i·U: the loss depends on the phases
+            let phase = each(&uk, &uk, m, ku, |u, _| {
+                Mat::from_fn(m, ku, |i, j| {
+                    if j < k {
+                        u[(i, j)] * C::new(0.0, 1.0)
+                    } else {
+                        C::new(0.0, 0.0)
+                    }
+                })
+            })?;
+            let pd = ctx.dev(&phase)?;
+            let got = pb.pullback(SvdCotangents {
+                u: Some(&pd),
+                ..Default::default()
+            });
+            ctx.expect(matches!(got, Err(Error::GaugeIllDefined { .. })), || {
+                format!("{dtype} {dims:?} {mode:?}: a phase-dependent cotangent gave {got:?}")
+            });
+        }
+    }
+
+    // truncated SVD to rank k − 1
+    let rank = k.saturating_sub(1);
+    let tr = Truncation::rank(rank);
+    let (out, pb) = svd_truncated_rrule(ctx.be, &da, tr, RuleOptions::default())?;
+    let (_, tan) = svd_truncated_frule(ctx.be, &da, &dd, tr, RuleOptions::default())?;
+    ctx.expect(out.rank == rank, || {
+        format!("{dtype} {dims:?}: truncated rank {}", out.rank)
+    });
+    let sbar = rng.tensor(ctx.be.dims(&out.svd.s).as_slice(), dtype.real());
+    let dbar = rng.tensor(ctx.be.dims(&out.discarded).as_slice(), dtype.real());
+    let (sb, db) = (ctx.dev(&sbar)?, ctx.dev(&dbar)?);
+    let a_bar = ctx.host(&pb.pullback(SvdCotangents {
+        s: Some(&sb),
+        discarded: Some(&db),
+        ..Default::default()
+    })?)?;
+    let lhs = dot(&sbar, &ctx.host(&tan.svd.s)?) + dot(&dbar, &ctx.host(&tan.discarded)?);
+    let rhs = dot(&a_bar, &a_dot);
+    ctx.expect(
+        (lhs - rhs).abs() <= t * (lhs.abs() + rhs.abs()).max(1.0),
+        || format!("{dtype} {dims:?} truncated: adjoint identity {lhs} vs {rhs}"),
+    );
+
+    for mode in [QrMode::Reduced, QrMode::Complete] {
+        let (out, tan) = qr_frule(ctx.be, &da, &dd, mode)?;
+        let (_, pb) = qr_rrule(ctx.be, &da, mode)?;
+        let (q, rr) = (ctx.host(&out.q)?, ctx.host(&out.r)?);
+        let kq = if mode == QrMode::Complete { m } else { k };
+        let e = rel(&each(&q, &rr, m, n, |q, r| q * r)?, &a);
+        ctx.expect(e < t, || {
+            format!("{dtype} {dims:?} {mode:?}: ‖Q·R − A‖ rel {e:e}")
+        });
+        // Q̄ on the leading columns only (the complement's basis is a gauge)
+        let qbar = each(&rng.tensor(q.dims(), dtype), &q, m, kq, |x, _| {
+            Mat::from_fn(
+                m,
+                kq,
+                |i, j| if j < k { x[(i, j)] } else { C::new(0.0, 0.0) },
+            )
+        })?;
+        let rbar = each(&rng.tensor(rr.dims(), dtype), &rr, kq, n, |x, _| {
+            Mat::from_fn(
+                kq,
+                n,
+                |i, j| if i < k { x[(i, j)] } else { C::new(0.0, 0.0) },
+            )
+        })?;
+        let (qb, rb) = (ctx.dev(&qbar)?, ctx.dev(&rbar)?);
+        let a_bar = ctx.host(&pb.pullback(Some(&qb), Some(&rb))?)?;
+        let lhs = dot(&qbar, &ctx.host(&tan.q)?) + dot(&rbar, &ctx.host(&tan.r)?);
+        let rhs = dot(&a_bar, &a_dot);
+        ctx.expect(
+            (lhs - rhs).abs() <= t * (lhs.abs() + rhs.abs()).max(1.0),
+            || format!("{dtype} {dims:?} {mode:?}: adjoint identity {lhs} vs {rhs}"),
+        );
+        let (_, r_pb) = qr_rrule(&reference, &arc(&a), mode)?;
+        let e = rel(&a_bar, &*r_pb.pullback(Some(&arc(&qbar)), Some(&arc(&rbar)))?);
+        ctx.expect(e < t, || {
+            format!("{dtype} {dims:?} {mode:?}: Ā differs from the reference ({e:e})")
+        });
+    }
+
+    if m == n {
+        let h = each(&a, &a, n, n, |x, _| x + x.adjoint())?;
+        let dh = ctx.dev(&h)?;
+        let (out, tan) = eigh_frule(ctx.be, &dh, &dd, RuleOptions::default())?;
+        let (_, pb) = eigh_rrule(ctx.be, &dh, RuleOptions::default())?;
+        let (l, v) = (ctx.host(&out.values)?, ctx.host(&out.vectors)?);
+        let lv = l.data().to_c64_vec();
+        let rec: Vec<Mat<C>> = mats(&v)
+            .iter()
+            .enumerate()
+            .map(|(b, v)| {
+                let d = Mat::from_fn(n, n, |i, j| {
+                    if i == j {
+                        lv[b * n + i]
+                    } else {
+                        C::new(0.0, 0.0)
+                    }
+                });
+                v * d * v.adjoint()
+            })
+            .collect();
+        let e = rel(&unmats(batch, n, n, &rec, dtype)?, &h);
+        ctx.expect(e < t, || {
+            format!("{dtype} {dims:?}: ‖V·Λ·Vᴴ − A‖ rel {e:e}")
+        });
+        // the cotangent of Re⟨W, |V|⟩ + Re⟨λ̄, λ⟩ (phase-invariant)
+        let wr = rng.tensor(v.dims(), dtype.real());
+        let vbar = {
+            let (vv, ww) = (v.data().to_c64_vec(), wr.data().to_c64_vec());
+            let x: Vec<C> = vv
+                .iter()
+                .zip(&ww)
+                .map(|(v, w)| v * (w.re / v.norm()))
+                .collect();
+            HostTensor::new(v.dims(), HostData::from_c64_projected(&x, dtype))?
+        };
+        let lbar = rng.tensor(l.dims(), dtype.real());
+        let (vb, lb) = (ctx.dev(&vbar)?, ctx.dev(&lbar)?);
+        let a_bar = ctx.host(&pb.pullback(Some(&lb), Some(&vb))?)?;
+        let lhs = dot(&lbar, &ctx.host(&tan.values)?) + dot(&vbar, &ctx.host(&tan.vectors)?);
+        let rhs = dot(&a_bar, &a_dot);
+        ctx.expect(
+            (lhs - rhs).abs() <= t * (lhs.abs() + rhs.abs()).max(1.0),
+            || format!("{dtype} {dims:?} eigh: adjoint identity {lhs} vs {rhs}"),
+        );
+        let (r_out, r_pb) = eigh_rrule(&reference, &arc(&h), RuleOptions::default())?;
+        let e = rel(&l, &r_out.values);
+        ctx.expect(e < t, || {
+            format!("{dtype} {dims:?} eigh: λ differs from the reference ({e:e})")
+        });
+        let e = rel(&a_bar, &*r_pb.pullback(Some(&arc(&lbar)), Some(&arc(&vbar)))?);
+        ctx.expect(e < t, || {
+            format!("{dtype} {dims:?} eigh: Ā differs from the reference ({e:e})")
+        });
+    }
+    Ok(())
+}
