@@ -37,7 +37,9 @@
 //! # Ok::<(), adrules::Error>(())
 //! ```
 
-pub use adrules_core::{alloc, backend, error, host, implicit, math, network, rules, scalar, spec};
+pub use adrules_core::{
+    alloc, backend, error, host, implicit, linalg, math, network, rules, scalar, spec,
+};
 
 pub use adrules_core::{
     Allocator, Axes, Backend, Complex32, Complex64, Conj, ContractSpec, DType, Dims, DynScalar,

@@ -293,6 +293,7 @@ fn gauge_dependent_losses_are_refused() {
         }
     }
     for case in cases("eigh_gauge_ill_defined.jsonl") {
+        assert!(case.expects_error);
         let a = &case.inputs["a"];
         let (out, pb) = eigh_rrule(&be(), &dev(a), RuleOptions::default()).unwrap();
         let v = host(&out.vectors);

@@ -127,8 +127,32 @@ fn svd_rules_are_adjoint() {
                 } else {
                     (k, k)
                 };
-                let ubar = pad(&matmap(&w, &vhk, m, k, |w, vh| w * vh.adjoint()), m, ku);
-                let vhbar = pad(&matmap(&uk, &w, k, n, |u, w| u.adjoint() * w), kv, n);
+                let mut ubar = pad(&matmap(&w, &vhk, m, k, |w, vh| w * vh.adjoint()), m, ku);
+                let mut vhbar = pad(&matmap(&uk, &w, k, n, |u, w| u.adjoint() * w), kv, n);
+                if mode == SvdMode::Full {
+                    // the complement through its projector: Ū⊥ = H·U⊥, V̄⊥ = H'·V⊥ (H, H'
+                    // Hermitian), the cotangents of Re⟨H, U⊥·U⊥ᴴ⟩/2 and its analogue
+                    let h = plus_adjoint(&random(&[m, m], dtype, seed + 4));
+                    let h2 = plus_adjoint(&random(&[n, n], dtype, seed + 5));
+                    let up = matmap(&u, &u, m, ku, |u, _| {
+                        let x = &mats(&h)[0] * u;
+                        Mat::from_fn(
+                            m,
+                            ku,
+                            |i, j| if j < k { C::new(0.0, 0.0) } else { x[(i, j)] },
+                        )
+                    });
+                    let vp = matmap(&vh, &vh, kv, n, |vh, _| {
+                        let x = vh * &mats(&h2)[0];
+                        Mat::from_fn(
+                            kv,
+                            n,
+                            |i, j| if i < k { C::new(0.0, 0.0) } else { x[(i, j)] },
+                        )
+                    });
+                    ubar = axpy(&ubar, 1.0, &up);
+                    vhbar = axpy(&vhbar, 1.0, &vp);
+                }
                 let sbar = random(host(&out.s).dims(), dtype.real(), seed + 3);
                 let cot = SvdCotangents {
                     u: Some(&dev(&ubar)),
@@ -455,11 +479,19 @@ fn degenerate_spectra() {
     let a = with_spectrum(&[], 5, 4, &s, DType::F64, 51);
     let (out, pb) = svd_rrule(&be(), &dev(&a), SvdMode::Thin, RuleOptions::default()).unwrap();
     let u = host(&out.u);
-    // L = Σ w·s + ⟨G, U·Uᴴ⟩ (G symmetric): Ū = (G + Gᵀ)·U
+    // L = Σ w·s + ½⟨G + Gᵀ, U₃·U₃ᵀ⟩ with U₃ the first three columns (the degenerate pair 1, 2
+    // and the vector 0): invariant under rotations of the pair, and coupling both to the
+    // vectors 0 and 3, so that the F terms of the pairs (0, 1), (1, 3), … are exercised.
+    // Ū = (G + Gᵀ)·U₃, zero on column 3.
     let g = random(&[5, 5], DType::F64, 52);
     let ubar = matmap(&u, &u, 5, 4, |u, _| {
         let gm = &mats(&g)[0];
-        (gm + gm.transpose()) * u
+        let x = (gm + gm.transpose()) * u;
+        Mat::from_fn(
+            5,
+            4,
+            |i, j| if j < 3 { x[(i, j)] } else { C::new(0.0, 0.0) },
+        )
     });
     // symmetric in the degenerate pair: Σ w·s is differentiable only then
     let sbar = HostTensor::from_vec(&[4], vec![0.3, -0.7, -0.7, 1.1]).unwrap();
@@ -472,7 +504,7 @@ fn degenerate_spectra() {
     let dir = random(&[5, 4], DType::F64, 54);
     let f = |x: &[Value]| -> adrules_core::Result<Value> {
         let o = svd(&be(), &dev(x[0].tensor("a")?), SvdMode::Thin)?;
-        let u = host(&o.u);
+        let u = narrow(&host(&o.u), 3, true);
         let p = matmap(&u, &u, 5, 5, |u, _| u * u.adjoint());
         let gs = matmap(&g, &g, 5, 5, |g, _| g + g.transpose());
         let l = dot(&sbar, &host(&o.s)) + 0.5 * dot(&gs, &p);
@@ -771,5 +803,88 @@ fn factors_reconstruct_their_input() {
                 .all(|c| c.windows(2).all(|w| w[0].re <= w[1].re)),
             "{dtype}: eigenvalues not sorted"
         );
+    }
+}
+
+/// A close pair (`s = 3, 2.05, 2, 1`, gap `Δ = s₁² − s₂² ≈ 0.2`): the exact rule matches
+/// finite differences; a broadening `ε` moves the gradient by a relative `O(ε/Δ²)`: below
+/// 10⁻⁶ for `ε = 10⁻¹⁴`, visibly (more than 1 %) for `ε = Δ²`, where the pair's `F` term is
+/// halved.
+#[test]
+fn broadening_bias_is_of_order_eps_over_gap_squared() {
+    let s = [3.0, 2.05, 2.0, 1.0];
+    let a = with_spectrum(&[], 5, 4, &s, DType::F64, 71);
+    let dir = random(&[5, 4], DType::F64, 72);
+    let w = random(&[5, 4], DType::F64, 73);
+    let c = HostTensor::from_vec(&[4], vec![0.0; 4]).unwrap();
+    let want = fd_u_abs_loss(&a, &dir, &w, &c, 4, None);
+    let grad = |eps: f64| {
+        let (out, pb) =
+            svd_rrule(&be(), &dev(&a), SvdMode::Thin, RuleOptions::broadened(eps)).unwrap();
+        let ubar = abs_cotangent(&host(&out.u), &w, DType::F64);
+        let cot = SvdCotangents {
+            u: Some(&dev(&ubar)),
+            ..Default::default()
+        };
+        dot(&host(&pb.pullback(cot).unwrap()), &dir)
+    };
+    let exact = grad(0.0);
+    assert!(
+        (exact - want).abs() < 1e-6 * want.abs().max(1.0),
+        "exact {exact} vs fd {want}"
+    );
+    let gap = s[1] * s[1] - s[2] * s[2];
+    let small = grad(1e-14);
+    assert!(
+        (small - exact).abs() < 1e-6 * exact.abs(),
+        "ε = 1e-14: {small} vs {exact}"
+    );
+    let large = grad(gap * gap);
+    assert!(
+        (large - exact).abs() > 1e-2 * exact.abs(),
+        "ε = Δ²: {large} vs {exact}"
+    );
+}
+
+/// QR's factors are functions of `A` (positive diagonal of `R`), so the pullback of a loss of
+/// the raw factors matches finite differences: tall, square and wide, real and complex.
+#[test]
+fn qr_gradient_matches_finite_differences() {
+    for dtype in [DType::F64, DType::C64] {
+        for &(m, n) in &[(5, 3), (4, 4), (3, 5)] {
+            let k = m.min(n);
+            let a = random(&[m, n], dtype, 81);
+            let dir = random(&[m, n], dtype, 82);
+            let wq = random(&[m, k], dtype, 83);
+            let wr = random(&[k, n], dtype, 84);
+            let f = |x: &[Value]| -> adrules_core::Result<Value> {
+                let o = qr(&be(), &dev(x[0].tensor("a")?), QrMode::Reduced)?;
+                let l = dot(&wq, &host(&o.q).to_dtype_projected(dtype))
+                    + dot(&wr, &host(&o.r).to_dtype_projected(dtype));
+                Ok(Value::Tensor(HostTensor::from_vec(&[], vec![l])?))
+            };
+            let fd = FiniteDifference {
+                stencil: Stencil::Central4,
+                step: 1e-4,
+            };
+            let want = fd
+                .jvp(
+                    f,
+                    &[Value::Tensor(a.clone())],
+                    &[Value::Tensor(dir.clone())],
+                )
+                .unwrap()
+                .to_c64_vec()[0]
+                .re;
+            let (_, pb) = qr_rrule(&be(), &dev(&a), QrMode::Reduced).unwrap();
+            let got = dot(
+                &host(&pb.pullback(Some(&dev(&wq)), Some(&dev(&wr))).unwrap()),
+                &dir,
+            );
+            assert!(
+                (got - want).abs() < 1e-7 * want.abs().max(1.0),
+                "{dtype} {m}×{n}: {got} vs fd {want}"
+            );
+        }
     }
 }

@@ -197,7 +197,7 @@ fn eigh_pullback<T: ImplicitScalar>(
 ) -> Result<Mat<T>> {
     let n = lam.len();
     let j = v_bar.map_or_else(|| Mat::zeros(n, n), |x| mm(v.adjoint(), x));
-    let gtol = eps::<T>().sqrt() * max_abs(j.as_ref());
+    let gtol = eps::<T>().sqrt() * v_bar.map_or(0.0, |x| max_abs(x));
     if T::DTYPE.is_complex() {
         for i in 0..n {
             let g = im(j[(i, i)]);
@@ -258,7 +258,7 @@ fn eigh_pullback<T: ImplicitScalar>(
 
 /// The eigendecomposition and its tangent for `Ȧ`: with `Ḣ = (Ȧ + Ȧᴴ)/2` and
 /// `dP = Vᴴ·Ḣ·V`, `λ̇ = Re diag(dP)` and `V̇ = V·(F∘dP)` (zero phase change,
-/// `Re diag(Vᴴ·V̇) = 0`; `Fᵢⱼ = 0` for degenerate pairs without broadening: gauge choices,
+/// `diag(Vᴴ·V̇) = 0`; `Fᵢⱼ = 0` for degenerate pairs without broadening: gauge choices,
 /// exact for gauge-invariant functions). The adjoint of [`EighPullback::pullback`].
 ///
 /// # Errors

@@ -28,6 +28,32 @@
 //! The formulas, with their sources, are on each pullback; the derivations are in
 //! [`crate::math`].
 //!
+//! # Example: the gradient of the nuclear norm `Σ sᵢ`
+//! ```
+//! use adrules_core::linalg::{RuleOptions, SvdCotangents, SvdMode, svd_rrule};
+//! use adrules_core::{Backend, HostTensor};
+//! use adrules_strided::Strided;
+//!
+//! # fn main() -> adrules_core::Result<()> {
+//! let be = Strided;
+//! let a = be.from_host(HostTensor::from_vec(&[2, 3], vec![3.0, 0.0, 1.0, 0.0, 2.0, 0.0])?)?;
+//! let (out, pullback) = svd_rrule(&be, &a, SvdMode::Thin, RuleOptions::default())?;
+//! let ones = be.from_host(HostTensor::from_vec(&[2], vec![1.0f64; 2])?)?;
+//! let a_bar = pullback.pullback(SvdCotangents { s: Some(&ones), ..Default::default() })?;
+//! // ∂(Σ s)/∂A = U·Vh
+//! let (u, vh) = (be.to_host(&out.u)?, be.to_host(&out.vh)?);
+//! let (u, vh, g) = (u.as_slice::<f64>()?, vh.as_slice::<f64>()?, be.to_host(&a_bar)?);
+//! let g = g.as_slice::<f64>()?;
+//! for i in 0..2 {
+//!     for j in 0..3 {
+//!         let uvh: f64 = (0..2).map(|r| u[i * 2 + r] * vh[r * 3 + j]).sum();
+//!         assert!((g[i * 3 + j] - uvh).abs() < 1e-12);
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! [`Error::GaugeIllDefined`]: crate::Error::GaugeIllDefined
 
 pub(crate) mod batch;
@@ -58,12 +84,14 @@ pub struct RuleOptions {
     /// eigh. 0 (the default) is the exact rule; Liao et al. use `10⁻¹²` for normalised
     /// tensors. It biases the gradient by `O(ε/x²)` relative for each term.
     pub broadening: f64,
-    /// Two singular values (eigenvalues) are degenerate when
-    /// `|sᵢ² − sⱼ²| ≤ rtol·s₀²` (`|λᵢ − λⱼ| ≤ rtol·max|λ|`), a singular value zero when
-    /// `s ≤ rtol·s₀`. `None`: `16·k·ε` of the dtype, rounding level.
+    /// Two singular values (eigenvalues) are degenerate when `|sᵢ − sⱼ| ≤ rtol·s₀`
+    /// (`|λᵢ − λⱼ| ≤ rtol·max|λ|`), a singular value zero when `s ≤ rtol·s₀`: the absolute
+    /// accuracy of a backward-stable decomposition is `ε·s₀`. `None`: `16·k·ε` of the dtype,
+    /// rounding level.
     pub degeneracy_rtol: Option<f64>,
-    /// Truncated SVD only: include the discarded subspace's term (exact derivative, the
-    /// default). `false` gives the rank-`r` formula alone, for comparison.
+    /// Truncated SVD's pullback only: include the discarded subspace's term (exact
+    /// derivative, the default). `false` gives the rank-`r` formula alone, for comparison;
+    /// [`svd_truncated_frule`] always returns the exact tangent.
     pub discarded_term: bool,
 }
 
@@ -134,7 +162,7 @@ pub(crate) fn fold_complement<T: ImplicitScalar>(
     }
     let g = mm(perp.adjoint(), bar_perp);
     let skew = max_abs((&g - g.adjoint()).as_ref());
-    let tol = eps::<T>().sqrt() * max_abs(g.as_ref());
+    let tol = eps::<T>().sqrt() * max_abs(bar_perp);
     if skew > tol {
         return Err(gauge_error(
             op,

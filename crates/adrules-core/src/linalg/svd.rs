@@ -362,7 +362,7 @@ impl<B: Backend> SvdPullback<B> {
     /// [`crate::math`].
     /// - **Gauge**: for complex `A` the loss must not depend on the phases of the singular
     ///   vectors: `Im(Jᵢᵢ + Kᵢᵢ) = 0`, else [`Error::GaugeIllDefined`].
-    /// - **Degenerate pairs** (`|sᵢ² − sⱼ²| ≤ rtol·s₀²`, [`RuleOptions::degeneracy_rtol`]):
+    /// - **Degenerate pairs** (`|sᵢ − sⱼ| ≤ rtol·s₀`, [`RuleOptions::degeneracy_rtol`]):
     ///   with no broadening, `Fᵢⱼ = 0`, which is exact for a loss that does not depend on the
     ///   basis of the degenerate subspace; if it does (the numerator of `Fᵢⱼ` is not zero),
     ///   [`Error::GaugeIllDefined`]; so is an `S̄` that differs within the pair (the loss is
@@ -380,7 +380,7 @@ impl<B: Backend> SvdPullback<B> {
     ///   solve, for algorithms that never compute the discarded part, which this dense
     ///   decomposition has anyway. With [`RuleOptions::discarded_term`] off, the rank-`r`
     ///   formula alone (the factors as if `A` had rank `r`), which is what most codes used
-    ///   before; its error is of order `s_{r+1}/s_r`.
+    ///   before; its error is of first order in `s_{r+1}/s_r`.
     ///
     /// # Errors
     /// Shapes and dtypes of the cotangents ([`Error::ShapeMismatch`],
@@ -581,7 +581,11 @@ fn svd_pullback<T: ImplicitScalar>(
     let kk = vbar
         .as_ref()
         .map_or_else(|| Mat::zeros(k, k), |x| mm(v.adjoint(), x.as_ref()));
-    let gtol = eps::<T>().sqrt() * (max_abs(j.as_ref()) + max_abs(kk.as_ref()));
+    // the gauge checks' scale: the cotangents' size (J and K alone can be rounding-small
+    // when Ū lies mostly outside span U)
+    let gtol = eps::<T>().sqrt()
+        * (ubar.as_ref().map_or(0.0, |x| max_abs(x.as_ref()))
+            + vbar.as_ref().map_or(0.0, |x| max_abs(x.as_ref())));
     let complex = T::DTYPE.is_complex();
     if complex {
         for i in 0..k {
@@ -609,7 +613,7 @@ fn svd_pullback<T: ImplicitScalar>(
             let num = (j[(i, jj)] - cj(j[(jj, i)])) * real::<T>(s[jj])
                 + real::<T>(s[i]) * (kk[(i, jj)] - cj(kk[(jj, i)]));
             let delta = s[jj] * s[jj] - s[i] * s[i];
-            match inv_gap(delta, rtol * s0 * s0, eb) {
+            match inv_gap(delta, rtol * s0 * (s[i] + s[jj]), eb) {
                 Some(f) => p[(i, jj)] = num * real::<T>(f),
                 None => {
                     let (si, sj) = sbar.map_or((0.0, 0.0), |x| (x[i], x[jj]));
@@ -625,7 +629,7 @@ fn svd_pullback<T: ImplicitScalar>(
                             ),
                         ));
                     }
-                    if super::batch::abs(num) > gtol * s0.max(f64::MIN_POSITIVE) {
+                    if super::batch::abs(num) > gtol * s[i].max(s[jj]) {
                         return Err(gauge_error(
                             "svd",
                             format!(
@@ -739,7 +743,7 @@ fn svd_pushforward<T: ImplicitScalar>(
                 continue;
             }
             let delta = s[j] * s[j] - s[i] * s[i];
-            if let Some(f) = inv_gap(delta, rtol * s0 * s0, eb) {
+            if let Some(f) = inv_gap(delta, rtol * s0 * (s[i] + s[j]), eb) {
                 let (x, y) = (dp[(i, j)], cj(dp[(j, i)]));
                 om_u[(i, j)] = (x * real::<T>(s[j]) + real::<T>(s[i]) * y) * real::<T>(f);
                 om_v[(i, j)] = (real::<T>(s[i]) * x + y * real::<T>(s[j])) * real::<T>(f);
@@ -795,8 +799,9 @@ pub(crate) fn complement_tangent<T: ImplicitScalar>(
 /// `V̇ = V·[F∘(S·dP + dPᴴ·S) − i·diag(Im dP)·S⁻¹/2] + (I − V·Vᴴ)·Ȧᴴ·U·S⁻¹`, `V̇h = V̇ᴴ`
 /// (the adjoint of [`SvdPullback::pullback`]; same `F`, broadening and sources). The phase
 /// of each pair of singular vectors is split evenly between `U` and `V`; for degenerate
-/// pairs (without broadening) `Fᵢⱼ = 0`, and in full mode `U̇⊥ = −U·U̇ᴴ·U⊥`: gauge choices,
-/// exact for the tangent of any gauge-invariant function of the factors.
+/// pairs (without broadening) `Fᵢⱼ = 0`, for zero singular values `S⁻¹ → 0`, and in full
+/// mode `U̇⊥ = −U·U̇ᴴ·U⊥`: gauge choices, exact for the tangent of any gauge-invariant
+/// function of the factors.
 ///
 /// # Errors
 /// As [`svd`]; shape or dtype of `a_dot`.
