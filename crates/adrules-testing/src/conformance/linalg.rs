@@ -186,11 +186,7 @@ fn one_shape<B: Backend>(
         let (out, tan) = svd_frule(ctx.be, &da, &dd, mode, RuleOptions::default())?;
         let (_, pb) = svd_rrule(ctx.be, &da, mode, RuleOptions::default())?;
         let (u, s, vh) = (ctx.host(&out.u)?, ctx.host(&out.s)?, ctx.host(&out.vh)?);
-        let (ku, kv) = if mode == SvdMode::Full {
-            (m, n)
-        } else {
-            (k, k)
-        };
+        let ku = if mode == SvdMode::Full { m } else { k };
         // reconstruction and orthonormality
         let sv = s.data().to_c64_vec();
         let rec: Vec<Mat<C>> = mats(&u)
