@@ -127,7 +127,7 @@ fn qr_matrix<T: ImplicitScalar>(a: MatRef<'_, T>, complete: bool) -> (Mat<T>, Ma
         }
         r[(i, i)] = real::<T>(a);
         for row in 0..m {
-            q[(row, i)] = q[(row, i)] * cj(d);
+            q[(row, i)] *= cj(d);
         }
     }
     (q, r)
