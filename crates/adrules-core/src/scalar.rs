@@ -135,9 +135,9 @@ pub trait Scalar:
         let (r, i) = (self.re(), self.im());
         r * r + i * i
     }
-    /// Modulus `|x|`.
+    /// Modulus `|x|`, without overflow or underflow of `|x|²` (`hypot`).
     fn modulus(self) -> Self::Real {
-        num_traits::Float::sqrt(self.abs2())
+        num_traits::Float::hypot(self.re(), self.im())
     }
     /// `true` when both parts are finite.
     fn is_finite(self) -> bool {

@@ -888,3 +888,185 @@ fn qr_gradient_matches_finite_differences() {
         }
     }
 }
+
+/// Far from 1 in magnitude (1e±200 in f64, 1e±30 in f32): the decompositions work on `A/c`
+/// for a power of two `c` and the rules on singular values in units of `c`, so nothing
+/// overflows (faer alone fails to converge at 1e154 and is inaccurate below 1e-160, and
+/// squares of singular values leave the exponent range there).
+#[test]
+fn extreme_magnitudes() {
+    for (dtype, scales) in [
+        (DType::F64, [1e-200, 1e200]),
+        (DType::C64, [1e-200, 1e200]),
+        (DType::F32, [1e-30, 1e30]),
+    ] {
+        let eps = if dtype.is_double() { 1e-12 } else { 1e-4 };
+        for scale in scales {
+            let base = separated(&[], 4, 3, dtype, 91);
+            let a = map1(&base, dtype, |z| z * scale);
+            let o = svd(&be(), &dev(&a), SvdMode::Thin).unwrap();
+            let s = host(&o.s).data().to_c64_vec();
+            for (i, x) in s.iter().enumerate() {
+                let want = (3 - i) as f64 * scale;
+                assert!(
+                    (x.re - want).abs() <= eps * want,
+                    "{dtype} ×{scale:e}: s{i} = {} ≠ {want:e}",
+                    x.re
+                );
+            }
+            // ∂(Σ sᵢ²)/∂A = 2A
+            let (out, pb) =
+                svd_rrule(&be(), &dev(&a), SvdMode::Thin, RuleOptions::default()).unwrap();
+            let s2 = map1(&host(&out.s), dtype.real(), |z| z * 2.0);
+            let g = host(
+                &pb.pullback(SvdCotangents {
+                    s: Some(&dev(&s2)),
+                    ..Default::default()
+                })
+                .unwrap(),
+            );
+            // (compared in units of the scale: ‖·‖² of 1e-200 entries underflows)
+            let unit = |x: &HostTensor| map1(x, DType::C64, |z| z / scale);
+            let err = norm(&axpy(&unit(&g), -2.0, &unit(&a))) / norm(&unit(&a));
+            assert!(
+                err < eps * 10.0,
+                "{dtype} ×{scale:e}: ∂Σs²/∂A off by {err:e}"
+            );
+            // a loss of U (invariant): finite, and scale-covariant (∝ 1/scale)
+            let ubar = abs_cotangent(&host(&out.u), &random(&[4, 3], dtype.real(), 92), dtype);
+            let g = host(
+                &pb.pullback(SvdCotangents {
+                    u: Some(&dev(&ubar)),
+                    ..Default::default()
+                })
+                .unwrap(),
+            );
+            let (_, pb1) =
+                svd_rrule(&be(), &dev(&base), SvdMode::Thin, RuleOptions::default()).unwrap();
+            let g1 = host(
+                &pb1.pullback(SvdCotangents {
+                    u: Some(&dev(&ubar)),
+                    ..Default::default()
+                })
+                .unwrap(),
+            );
+            let err = norm(&axpy(&map1(&g, dtype, |z| z * scale), -1.0, &g1)) / norm(&g1);
+            assert!(
+                err < eps * 100.0,
+                "{dtype} ×{scale:e}: ∂L(U)/∂A not ∝ 1/scale ({err:e})"
+            );
+            let (_, tan) = svd_frule(
+                &be(),
+                &dev(&a),
+                &dev(&a),
+                SvdMode::Thin,
+                RuleOptions::default(),
+            )
+            .unwrap();
+            // along Ȧ = A the factors U, V do not move
+            assert!(
+                norm(&host(&tan.u)) < eps * 10.0,
+                "{dtype} ×{scale:e}: U̇ along A"
+            );
+            // QR and eigh
+            let q = qr(&be(), &dev(&a), QrMode::Reduced).unwrap();
+            let (qh, rh) = (host(&q.q), host(&q.r));
+            let rec = matmap(&qh, &rh, 4, 3, |q, r| q * r);
+            assert!(
+                norm(&axpy(&unit(&rec), -1.0, &unit(&a))) <= eps * norm(&unit(&a)),
+                "{dtype} ×{scale:e}: QR"
+            );
+            for rm in mats(&rh) {
+                for i in 0..3 {
+                    assert!(
+                        rm[(i, i)].re > 0.0 && rm[(i, i)].im == 0.0,
+                        "{dtype} ×{scale:e}: R diagonal"
+                    );
+                }
+            }
+            let h = plus_adjoint(&map1(&random(&[3, 3], dtype, 93), dtype, |z| z * scale));
+            let e = eigh(&be(), &dev(&h)).unwrap();
+            let l = host(&e.values).data().to_c64_vec();
+            let tr: f64 = mats(&h)[0]
+                .diagonal()
+                .column_vector()
+                .iter()
+                .map(|z| z.re)
+                .sum();
+            let sum: f64 = l.iter().map(|z| z.re).sum();
+            assert!(
+                (sum - tr).abs() <= eps * 10.0 * scale,
+                "{dtype} ×{scale:e}: Σλ ≠ tr A"
+            );
+            let skew = unmats(
+                &[],
+                2,
+                2,
+                &[Mat::from_fn(2, 2, |i, j| {
+                    C::new(
+                        if j > i {
+                            2.0 * scale
+                        } else if i == j {
+                            scale
+                        } else {
+                            0.0
+                        },
+                        0.0,
+                    )
+                })],
+                dtype,
+            );
+            assert!(
+                matches!(eigh(&be(), &dev(&skew)), Err(Error::InvalidArgument { .. })),
+                "{dtype} ×{scale:e}: non-Hermitian accepted"
+            );
+        }
+    }
+}
+
+#[test]
+fn zero_singular_values_and_non_finite_cotangents() {
+    // two exact zero singular values of a square matrix: their vectors are any basis of the
+    // null spaces, so a loss of them is refused
+    let a = unmats(
+        &[],
+        3,
+        3,
+        &[Mat::from_fn(3, 3, |i, j| {
+            C::new(if i == 0 && j == 0 { 1.0 } else { 0.0 }, 0.0)
+        })],
+        DType::F64,
+    );
+    let (_, pb) = svd_rrule(&be(), &dev(&a), SvdMode::Thin, RuleOptions::default()).unwrap();
+    let ubar = dev(&random(&[3, 3], DType::F64, 95));
+    let got = pb.pullback(SvdCotangents {
+        u: Some(&ubar),
+        ..Default::default()
+    });
+    assert!(matches!(got, Err(Error::GaugeIllDefined { .. })), "{got:?}");
+    // Σ s on it: the subgradient U·Vh, no error
+    let ones = dev(&HostTensor::from_vec(&[3], vec![1.0; 3]).unwrap());
+    assert!(
+        pb.pullback(SvdCotangents {
+            s: Some(&ones),
+            ..Default::default()
+        })
+        .is_ok()
+    );
+    // a NaN cotangent is an error, not a NaN gradient
+    let nan = dev(&HostTensor::from_vec(&[3], vec![1.0, f64::NAN, 0.0]).unwrap());
+    let got = pb.pullback(SvdCotangents {
+        s: Some(&nan),
+        ..Default::default()
+    });
+    assert!(matches!(got, Err(Error::InvalidArgument { .. })), "{got:?}");
+    // Truncation::rank keeps exactly min(r, k), zeros included
+    let t = svd_truncated(&be(), &dev(&a), Truncation::rank(2)).unwrap();
+    assert_eq!(t.rank, 2);
+    assert_eq!(
+        svd_truncated(&be(), &dev(&a), Truncation::tolerance(1.0))
+            .unwrap()
+            .rank,
+        0
+    );
+}

@@ -53,6 +53,23 @@ pub(crate) fn cplx<T: ImplicitScalar>(re: f64, im: f64) -> T {
     <T as Scalar>::from_c64_unchecked(Complex64::new(re, im))
 }
 
+/// A power of two near `x` (1 for 0 or a non-finite `x`): dividing by it is exact, and brings
+/// the magnitude of a matrix to about 1 before a decomposition, whose iterations (faer's)
+/// fail or lose accuracy near the ends of the exponent range, and before the rules form
+/// squares of singular values.
+pub(crate) fn pow2_scale(x: f64) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return 1.0;
+    }
+    2f64.powi((x.log2().round() as i32).clamp(-1000, 1000))
+}
+
+/// `x·c` for every entry.
+pub(crate) fn scaled<T: ImplicitScalar>(x: MatRef<'_, T>, c: f64) -> Mat<T> {
+    let c = real::<T>(c);
+    Mat::from_fn(x.nrows(), x.ncols(), |i, j| x[(i, j)] * c)
+}
+
 /// `a·b` (either operand may be an adjoint view).
 pub(crate) fn mm<T, L, R>(a: MatRef<'_, L>, b: MatRef<'_, R>) -> Mat<T>
 where
@@ -194,8 +211,9 @@ pub(crate) fn split_real(h: &HostTensor, len: usize) -> Vec<Vec<f64>> {
         .collect()
 }
 
-/// Brings a cotangent or tangent to the host, checked against the shape it must have and
-/// converted to `dtype` (it must promote to it losslessly).
+/// Brings a cotangent or tangent to the host, checked against the shape it must have, for
+/// finite entries ([`Error::InvalidArgument`]) and converted to `dtype` (it must promote to
+/// it losslessly: an `f32` cotangent serves an `f64` factor, not the reverse).
 pub(crate) fn host_arg<B: Backend>(
     be: &B,
     t: &B::Tensor,
@@ -208,6 +226,17 @@ pub(crate) fn host_arg<B: Backend>(
         return Err(Error::shape(arg, dims, &got));
     }
     let h = be.to_host(t)?;
+    if let Some(p) = h
+        .data()
+        .to_c64_vec()
+        .iter()
+        .position(|z| !(z.re.is_finite() && z.im.is_finite()))
+    {
+        return Err(Error::invalid(
+            arg,
+            format!("entry {p} (row-major) is not finite"),
+        ));
+    }
     if h.dtype() == dtype {
         Ok(h)
     } else if h.dtype().promotes_to(dtype) {

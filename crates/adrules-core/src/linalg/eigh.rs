@@ -5,8 +5,8 @@ use std::sync::Arc;
 use faer::{Mat, MatRef, Side};
 
 use super::batch::{
-    abs, by_dtype, cj, eps, host_arg, im, join, join_real, matrix_dims, max_abs, mm, re, real,
-    split, split_real,
+    abs, by_dtype, cj, eps, host_arg, im, join, join_real, matrix_dims, max_abs, mm, pow2_scale,
+    re, real, scaled, split, split_real,
 };
 use super::svd::inv_gap;
 use super::{RuleOptions, gauge_error};
@@ -85,6 +85,8 @@ fn host_eigh_t<T: ImplicitScalar>(a: &HostTensor) -> Result<[HostTensor; 2]> {
             vs.push(Mat::zeros(0, 0));
             continue;
         }
+        let c = pow2_scale(big);
+        let h = scaled(h.as_ref(), 1.0 / c);
         let dec =
             faer::linalg::solvers::SelfAdjointEigen::new(h.as_ref(), Side::Lower).map_err(|e| {
                 Error::Backend {
@@ -92,7 +94,7 @@ fn host_eigh_t<T: ImplicitScalar>(a: &HostTensor) -> Result<[HostTensor; 2]> {
                     message: format!("eigh of a {n}×{n} matrix: {e:?}"),
                 }
             })?;
-        ls.push(dec.S().column_vector().iter().map(|&x| re(x)).collect());
+        ls.push(dec.S().column_vector().iter().map(|&x| re(x) * c).collect());
         vs.push(dec.U().to_owned());
     }
     Ok([

@@ -9,7 +9,8 @@ use faer::linalg::triangular_solve::{
 use faer::{Mat, MatRef};
 
 use super::batch::{
-    abs, by_dtype, cj, cols, eps, hcat, host_arg, join, matrix_dims, mm, mm_add, re, real, split,
+    abs, by_dtype, cj, cols, eps, hcat, host_arg, join, matrix_dims, max_abs, mm, mm_add,
+    pow2_scale, re, real, scaled, split,
 };
 use super::fold_complement;
 use super::svd::complement_tangent;
@@ -98,7 +99,10 @@ fn qr_matrix<T: ImplicitScalar>(a: MatRef<'_, T>, complete: bool) -> (Mat<T>, Ma
         let kq = if complete { m } else { 0 };
         return (Mat::identity(m, kq), Mat::zeros(kq, n));
     }
-    let dec = faer::linalg::solvers::Qr::new(a);
+    // R scales with A, Q does not: decompose A/c (c a power of two near max|A|), scale R back
+    let c = pow2_scale(max_abs(a));
+    let a = scaled(a, 1.0 / c);
+    let dec = faer::linalg::solvers::Qr::new(a.as_ref());
     let mut q = if complete {
         dec.compute_Q()
     } else {
@@ -130,7 +134,7 @@ fn qr_matrix<T: ImplicitScalar>(a: MatRef<'_, T>, complete: bool) -> (Mat<T>, Ma
             q[(row, i)] *= cj(d);
         }
     }
-    (q, r)
+    (q, scaled(r.as_ref(), c))
 }
 
 /// The QR decomposition and its pullback.

@@ -6,7 +6,7 @@ use faer::{Mat, MatRef};
 
 use super::batch::{
     by_dtype, cj, cols, cplx, eps, hcat, host_arg, im, join, join_real, matrix_dims, max_abs, mm,
-    mm_add, re, real, split, split_real,
+    mm_add, pow2_scale, re, real, scaled, split, split_real,
 };
 use super::{RuleOptions, fold_complement, gauge_error};
 use crate::backend::Backend;
@@ -42,19 +42,20 @@ pub struct Svd<B: Backend> {
 }
 
 /// How [`svd_truncated`] chooses the rank `r`: the singular values `sᵢ > rtol·s₀` are kept
-/// (`s₀` the largest), at most `max_rank` of them. In a batch every matrix keeps the same
-/// rank, the largest any of them needs.
+/// (`s₀` the largest; every one when `rtol = 0`, none when `rtol ≥ 1`), at most `max_rank` of
+/// them. In a batch every matrix keeps the same rank, the largest any of them needs (an empty
+/// batch keeps `min(k, max_rank)`), so the output's shape depends on the data only through
+/// `rtol`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Truncation {
     /// at most this many singular values (`None`: no limit)
     pub max_rank: Option<usize>,
-    /// singular values at most `rtol·s₀` are discarded (0: keep every nonzero one, which
-    /// includes those that are zero only up to rounding)
+    /// singular values at most `rtol·s₀` are discarded (0: none is)
     pub rtol: f64,
 }
 
 impl Truncation {
-    /// Keep the `r` largest singular values.
+    /// Keep the `min(r, k)` largest singular values, whatever their values.
     pub fn rank(r: usize) -> Self {
         Truncation {
             max_rank: Some(r),
@@ -83,7 +84,11 @@ impl Truncation {
     /// The rank kept for singular values `s` (non-increasing).
     fn rank_of(&self, s: &[f64]) -> usize {
         let s0 = s.first().copied().unwrap_or(0.0);
-        let r = s.iter().take_while(|&&x| x > self.rtol * s0).count();
+        let r = if self.rtol == 0.0 {
+            s.len()
+        } else {
+            s.iter().take_while(|&&x| x > self.rtol * s0).count()
+        };
         self.max_rank.map_or(r, |m| r.min(m))
     }
 }
@@ -205,16 +210,18 @@ fn svd_matrix<T: ImplicitScalar>(
         let (ku, kv) = if full { (m, n) } else { (0, 0) };
         return Ok((Mat::identity(m, ku), Vec::new(), Mat::identity(n, kv)));
     }
+    let c = pow2_scale(max_abs(a));
+    let a = scaled(a, 1.0 / c);
     let dec = if full {
-        faer::linalg::solvers::Svd::new(a)
+        faer::linalg::solvers::Svd::new(a.as_ref())
     } else {
-        faer::linalg::solvers::Svd::new_thin(a)
+        faer::linalg::solvers::Svd::new_thin(a.as_ref())
     }
     .map_err(|e| Error::Backend {
         backend: "faer".into(),
         message: format!("svd of a {m}×{n} matrix: {e:?}"),
     })?;
-    let s = dec.S().column_vector().iter().map(|&x| re(x)).collect();
+    let s = dec.S().column_vector().iter().map(|&x| re(x) * c).collect();
     Ok((dec.U().to_owned(), s, dec.V().to_owned()))
 }
 
@@ -531,6 +538,38 @@ fn pullback_t<B: Backend, T: ImplicitScalar>(
     join(&batch, m, n, &out)
 }
 
+/// Singular values in units of a power of two `c` near the largest, with the broadening in
+/// the same units (`ε/c⁴` for the gaps of squares, `ε/c²` for the values).
+struct Scaled {
+    s: Vec<f64>,
+    s0: f64,
+    c: f64,
+    eb_gap: f64,
+    eb_s: f64,
+}
+
+impl Scaled {
+    fn new(s: &[f64], broadening: f64) -> Self {
+        let c = pow2_scale(s.iter().fold(0.0f64, |a, &b| a.max(b)));
+        let s: Vec<f64> = s.iter().map(|x| x / c).collect();
+        let s0 = s.iter().fold(0.0f64, |a, &b| a.max(b));
+        let per = |p: i32| {
+            if broadening == 0.0 {
+                0.0
+            } else {
+                broadening / c.powi(p)
+            }
+        };
+        Scaled {
+            s0,
+            c,
+            eb_gap: per(4),
+            eb_s: per(2),
+            s,
+        }
+    }
+}
+
 /// The inverse of a singular value in the rules: `1/s`, `s/(s² + ε)` with broadening, and
 /// `None` for a zero one (at most `rtol·s₀`) without broadening.
 fn inv_s(s: f64, s0: f64, rtol: f64, broadening: f64) -> Option<f64> {
@@ -572,9 +611,11 @@ fn svd_pullback<T: ImplicitScalar>(
     if k == 0 {
         return Ok(a_bar);
     }
-    let s0 = s.iter().fold(0.0f64, |a, &b| a.max(b));
+    // singular values in units of c (a power of two near s₀), so that their squares neither
+    // overflow nor underflow; every 1/s and 1/Δ below is then divided by c (resp. c²)
+    let sc = Scaled::new(s, opts.broadening);
+    let (s, s0, c) = (sc.s.as_slice(), sc.s0, sc.c);
     let rtol = opts.rtol::<T>(m.min(n));
-    let eb = opts.broadening;
     let j = ubar
         .as_ref()
         .map_or_else(|| Mat::zeros(k, k), |x| mm(u.adjoint(), x.as_ref()));
@@ -596,7 +637,7 @@ fn svd_pullback<T: ImplicitScalar>(
                     format!(
                         "Im(diag(Uᴴ·Ū) + diag(Vᴴ·V̄)) is {g:e} at singular value {i} ({:e}): the \
                          loss depends on the phases of the singular vectors",
-                        s[i]
+                        s[i] * c
                     ),
                 ));
             }
@@ -613,8 +654,9 @@ fn svd_pullback<T: ImplicitScalar>(
             let num = (j[(i, jj)] - cj(j[(jj, i)])) * real::<T>(s[jj])
                 + real::<T>(s[i]) * (kk[(i, jj)] - cj(kk[(jj, i)]));
             let delta = s[jj] * s[jj] - s[i] * s[i];
-            match inv_gap(delta, rtol * s0 * (s[i] + s[jj]), eb) {
-                Some(f) => p[(i, jj)] = num * real::<T>(f),
+            match inv_gap(delta, rtol * s0 * (s[i] + s[jj]), sc.eb_gap) {
+                // num·(1/Δ) in true units: num/c and (1/Δ)·c² scaled, hence /c
+                Some(f) => p[(i, jj)] = num * real::<T>(f / c),
                 None => {
                     let (si, sj) = sbar.map_or((0.0, 0.0), |x| (x[i], x[jj]));
                     if (si - sj).abs() > stol {
@@ -625,11 +667,20 @@ fn svd_pullback<T: ImplicitScalar>(
                                  the loss weighs them differently (S̄ = {si:e}, {sj:e}): it is \
                                  not differentiable there (a truncation through a multiplet \
                                  is one such loss)",
-                                s[i], s[jj]
+                                s[i] * c,
+                                s[jj] * c
                             ),
                         ));
                     }
-                    if super::batch::abs(num) > gtol * s[i].max(s[jj]) {
+                    // a pair of zero singular values: U and V rotate independently
+                    let zero_pair = s[i].max(s[jj]) <= rtol * s0;
+                    let (ju, kv) = (
+                        super::batch::abs(j[(i, jj)] - cj(j[(jj, i)])),
+                        super::batch::abs(kk[(i, jj)] - cj(kk[(jj, i)])),
+                    );
+                    if super::batch::abs(num) > gtol * s[i].max(s[jj])
+                        || (zero_pair && (ju > gtol || kv > gtol))
+                    {
                         return Err(gauge_error(
                             "svd",
                             format!(
@@ -637,7 +688,8 @@ fn svd_pullback<T: ImplicitScalar>(
                                  loss depends on the basis of their subspace; a Lorentzian \
                                  broadening (RuleOptions::broadening) gives a finite, biased \
                                  gradient",
-                                s[i], s[jj]
+                                s[i] * c,
+                                s[jj] * c
                             ),
                         ));
                     }
@@ -645,7 +697,10 @@ fn svd_pullback<T: ImplicitScalar>(
             }
         }
     }
-    let inv: Vec<Option<f64>> = s.iter().map(|&x| inv_s(x, s0, rtol, eb)).collect();
+    let inv: Vec<Option<f64>> = s
+        .iter()
+        .map(|&x| inv_s(x, s0, rtol, sc.eb_s).map(|w| w / c))
+        .collect();
     for i in 0..k {
         let mut d = real::<T>(sbar.map_or(0.0, |x| x[i]));
         if complex {
@@ -722,15 +777,15 @@ fn svd_pushforward<T: ImplicitScalar>(
     if k == 0 {
         return (Mat::zeros(m, 0), Vec::new(), Mat::zeros(n, 0));
     }
-    let s0 = s.iter().fold(0.0f64, |a, &b| a.max(b));
+    let sc = Scaled::new(s, opts.broadening);
+    let (s, s0, c) = (sc.s.as_slice(), sc.s0, sc.c);
     let rtol = opts.rtol::<T>(m.min(n));
-    let eb = opts.broadening;
     let av = mm(a_dot, v);
     let dp = mm(u.adjoint(), av.as_ref());
     let ds: Vec<f64> = (0..k).map(|i| re(dp[(i, i)])).collect();
     let inv: Vec<f64> = s
         .iter()
-        .map(|&x| inv_s(x, s0, rtol, eb).unwrap_or(0.0))
+        .map(|&x| inv_s(x, s0, rtol, sc.eb_s).map_or(0.0, |w| w / c))
         .collect();
     let mut om_u = Mat::<T>::zeros(k, k);
     let mut om_v = Mat::<T>::zeros(k, k);
@@ -743,7 +798,8 @@ fn svd_pushforward<T: ImplicitScalar>(
                 continue;
             }
             let delta = s[j] * s[j] - s[i] * s[i];
-            if let Some(f) = inv_gap(delta, rtol * s0 * (s[i] + s[j]), eb) {
+            if let Some(f) = inv_gap(delta, rtol * s0 * (s[i] + s[j]), sc.eb_gap) {
+                let f = f / c;
                 let (x, y) = (dp[(i, j)], cj(dp[(j, i)]));
                 om_u[(i, j)] = (x * real::<T>(s[j]) + real::<T>(s[i]) * y) * real::<T>(f);
                 om_v[(i, j)] = (real::<T>(s[i]) * x + y * real::<T>(s[j])) * real::<T>(f);
