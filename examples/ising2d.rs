@@ -18,17 +18,19 @@
 //! written to temporary files in their destination directories, renamed into place only when
 //! the whole run has succeeded: a failing run leaves existing files as they were.
 
+#[path = "common/cli.rs"]
+pub mod cli;
 #[path = "common/ising.rs"]
 pub mod ising;
 #[path = "common/onsager.rs"]
 pub mod onsager;
 
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use adrules::{Backend, DType, Result};
 use clap::{Parser, ValueEnum};
+use cli::{BackendChoice, Pending, check_output, destination};
 use indicatif::{ProgressBar, ProgressStyle};
 use ising::{Point, Real, Strip, Timings};
 
@@ -71,59 +73,6 @@ impl Precision {
             Precision::F64 => 1e-13,
             Precision::F32 => 1e-6,
         }
-    }
-}
-
-/// The engine the rules run on. Every choice is accepted on the command line; one whose
-/// cargo feature is not in this build is refused with the feature to rebuild with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum BackendChoice {
-    /// the embedded strided CPU backend
-    Strided,
-    /// candle tensors on the CPU device (build with `--features candle`)
-    Candle,
-    /// burn tensors on burn's Flex CPU backend (build with `--features burn`)
-    Burn,
-    /// dfdx tensors (build with `--features dfdx`; rank ≤ 6, so width ≤ 4)
-    Dfdx,
-}
-
-impl BackendChoice {
-    /// The cargo feature that builds this backend in (none for the default one).
-    fn feature(self) -> Option<&'static str> {
-        match self {
-            BackendChoice::Strided => None,
-            BackendChoice::Candle => Some("candle"),
-            BackendChoice::Burn => Some("burn"),
-            BackendChoice::Dfdx => Some("dfdx"),
-        }
-    }
-
-    /// `true` when this build contains the backend.
-    fn built(self) -> bool {
-        match self {
-            BackendChoice::Strided => true,
-            BackendChoice::Candle => cfg!(feature = "candle"),
-            BackendChoice::Burn => cfg!(feature = "burn"),
-            BackendChoice::Dfdx => cfg!(feature = "dfdx"),
-        }
-    }
-
-    /// The widest strip the backend can hold (dfdx tensors have rank ≤ 6).
-    fn max_width(self) -> usize {
-        match self {
-            BackendChoice::Dfdx => 4,
-            _ => *ising::WIDTHS.end(),
-        }
-    }
-
-    fn not_built(self) -> String {
-        let feature = self.feature().unwrap_or("strided");
-        format!(
-            "--backend {feature}: this build does not include the {feature} backend; rebuild \
-             with `--features {feature}`, e.g. `cargo run --release --features {feature} \
-             --example ising2d -- --backend {feature}`"
-        )
     }
 }
 
@@ -253,7 +202,7 @@ pub struct Plan {
 /// A message naming the offending option and what it accepts.
 pub fn check(args: &Args) -> std::result::Result<Plan, String> {
     if !args.backend.built() {
-        return Err(args.backend.not_built());
+        return Err(args.backend.not_built("ising2d"));
     }
     match args.device.feature(args.backend) {
         Some("") => {
@@ -275,7 +224,12 @@ pub fn check(args: &Args) -> std::result::Result<Plan, String> {
     if args.device == DeviceChoice::Wgpu && args.precision == Precision::F64 {
         return Err("--device wgpu needs --precision f32: WGSL has no f64".into());
     }
-    let widths = *ising::WIDTHS.start()..=args.backend.max_width();
+    // dfdx tensors have rank ≤ 6, and the strip's networks have rank W + 2.
+    let widest = match args.backend {
+        BackendChoice::Dfdx => 4,
+        _ => *ising::WIDTHS.end(),
+    };
+    let widths = *ising::WIDTHS.start()..=widest;
     if !widths.contains(&args.width) {
         let why = if args.width > *ising::WIDTHS.end() {
             " (the transfer matrix acts on 2^W states)"
@@ -378,102 +332,6 @@ pub fn check(args: &Args) -> std::result::Result<Plan, String> {
     Ok(Plan { temperatures, tol })
 }
 
-/// The directory of an output path (`.` for a bare file name).
-fn directory(path: &Path) -> &Path {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    }
-}
-
-/// An output path as an absolute directory and a file name, to tell two paths to one file.
-fn destination(path: &Path) -> std::result::Result<PathBuf, String> {
-    let dir = directory(path)
-        .canonicalize()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(dir.join(path.file_name().unwrap_or_default()))
-}
-
-/// An output path must name a file (not a directory) in an existing directory.
-fn check_output(option: &str, path: &Path) -> std::result::Result<(), String> {
-    let shown = path.display();
-    if path.file_name().is_none() {
-        return Err(format!("{option} {shown}: not a file name"));
-    }
-    let dir = directory(path);
-    if !dir.is_dir() {
-        return Err(format!(
-            "{option} {shown}: the directory {} does not exist",
-            dir.display()
-        ));
-    }
-    if path.is_dir() {
-        return Err(format!("{option} {shown}: is a directory"));
-    }
-    Ok(())
-}
-
-/// An output written to a fresh temporary file beside its destination, renamed over it by
-/// [`Pending::commit`]; dropped uncommitted, the temporary file is removed and the
-/// destination is left as it was.
-struct Pending {
-    tmp: PathBuf,
-    dest: PathBuf,
-    committed: bool,
-}
-
-impl Pending {
-    /// Creates the temporary file (a new one, never an existing file) next to `dest`; it
-    /// keeps `dest`'s extension, from which the PNG encoder picks the format.
-    fn reserve(option: &str, dest: &Path) -> std::result::Result<Pending, String> {
-        let name = dest.file_name().unwrap_or_default().to_string_lossy();
-        let ext = dest
-            .extension()
-            .map(|e| format!(".{}", e.to_string_lossy()))
-            .unwrap_or_default();
-        let dir = directory(dest);
-        let mut attempt = 0u32;
-        loop {
-            let tmp = dir.join(format!(".{name}.{}-{attempt}.tmp{ext}", std::process::id()));
-            match OpenOptions::new().write(true).create_new(true).open(&tmp) {
-                Ok(_) => {
-                    return Ok(Pending {
-                        tmp,
-                        dest: dest.to_path_buf(),
-                        committed: false,
-                    });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 100 => {
-                    attempt += 1;
-                }
-                Err(e) => {
-                    return Err(format!(
-                        "{option} {}: cannot write in {}: {e}",
-                        dest.display(),
-                        dir.display()
-                    ));
-                }
-            }
-        }
-    }
-
-    /// Renames the temporary file over the destination.
-    fn commit(mut self) -> std::result::Result<(), String> {
-        std::fs::rename(&self.tmp, &self.dest)
-            .map_err(|e| format!("{}: {e}", self.dest.display()))?;
-        self.committed = true;
-        Ok(())
-    }
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
-    }
-}
-
 /// The sweep on `be` in the precision asked for.
 fn sweep_in<B>(be: B, args: &Args, plan: &Plan) -> Result<(Vec<Point>, Timings)>
 where
@@ -573,7 +431,7 @@ pub fn run(args: &Args) -> std::result::Result<(), String> {
         #[cfg(feature = "dfdx")]
         BackendChoice::Dfdx => sweep_in(adrules::dfdx::DfdxBackend::default(), args, &plan),
         #[allow(unreachable_patterns)] // with every feature on
-        other => return Err(other.not_built()),
+        other => return Err(other.not_built("ising2d")),
     }
     .map_err(|e| e.to_string())?;
     let elapsed = wall.elapsed();

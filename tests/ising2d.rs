@@ -10,9 +10,11 @@
 #[path = "../examples/ising2d.rs"]
 #[allow(dead_code)] // `main` and what only the binary uses
 mod example;
+#[path = "support/outputs.rs"]
+mod outputs;
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use adrules::Error;
 use adrules::strided::Strided;
@@ -20,6 +22,7 @@ use clap::{CommandFactory, Parser};
 use example::{Args, ising, onsager};
 use faer::Mat;
 use ising::{Strip, Timings};
+use outputs::listing;
 
 /// `ln λ_max` of the explicit transfer matrix
 /// `T[s, s'] = exp(K_v Σᵢ σᵢσ'ᵢ + (K_h/2) Σᵢ (σᵢσᵢ₊₁ + σ'ᵢσ'ᵢ₊₁))` (periodic), K_h = K_v = β.
@@ -285,38 +288,6 @@ fn dfdx_agrees_with_strided() {
 
 // ---------------------------------------------------------------- the command line
 
-/// A fresh, empty directory for one test, removed when dropped (also when the test fails).
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("adrules-ising2d-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
-}
-
-/// Every file in `dir` with its bytes, by name.
-fn listing(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                std::fs::read(e.path()).unwrap(),
-            )
-        })
-        .collect();
-    files.sort();
-    files
-}
-
 /// The example's arguments, as a user types them, writing into `dir` unless `extra` names an
 /// output.
 fn args_in(dir: &Path, extra: &[&str]) -> Args {
@@ -330,15 +301,14 @@ fn args_in(dir: &Path, extra: &[&str]) -> Args {
     Args::try_parse_from(argv).unwrap()
 }
 
+/// A fresh scratch directory of this file's tests.
+fn scratch(name: &str) -> outputs::Scratch {
+    outputs::scratch("ising2d", name)
+}
+
 /// Puts a user's earlier `ising2d.csv` and `ising2d.png` into `dir`.
 fn earlier_outputs(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    std::fs::write(dir.join("ising2d.csv"), b"T,f\n1,2\n(the user's table)\n").unwrap();
-    std::fs::write(
-        dir.join("ising2d.png"),
-        b"\x89PNG not really, but the user's",
-    )
-    .unwrap();
-    listing(dir)
+    outputs::earlier_outputs(dir, "ising2d")
 }
 
 #[test]

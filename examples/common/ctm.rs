@@ -1,0 +1,933 @@
+//! The square-lattice Ising model (J = 1, k_B = 1) on the infinite lattice by the
+//! corner-transfer-matrix renormalization group (CTMRG), differentiated through its fixed
+//! point by the implicit function theorem.
+//!
+//! # Model
+//! The partition function is the contraction of the infinite square network of the site
+//! tensor `a[i, j, k, l] = Σ_s W[s, i] W[s, j] W[s, k] W[s, l]`, where `W = √Q` is the
+//! symmetric square root of the bond weight `Q[s, s'] = exp(β σ_s σ_s')` (σ = 1 − 2s):
+//! `W = ½[[p + q, p − q], [p − q, p + q]]` with `p = √(2 cosh β)`, `q = √(2 sinh β)`.
+//! `a` is symmetric under every permutation of its four legs, so the lattice has the full
+//! symmetry of the square (C4v) and one corner `C[χ, χ]` and one edge `T[χ, 2, χ]`
+//! (`T[α, k, β]`: environment legs α, β, `k` facing the bulk) describe the environment
+//! (Nishino and Okunishi, J. Phys. Soc. Jpn. 65, 891 (1996); Orús and Vidal, PRB 80, 094403
+//! (2009), §III.A for the C4v-symmetric step). The impurity `b` (the same with a factor
+//! `σ_s`) measures the spin.
+//!
+//! # The step
+//! `step(β, C, T) = (C', T')`:
+//! 1. enlarged corner `E[(α,i), (β,j)] = Σ T[α,k,γ] C[γ,δ] T[δ,l,β] a[k,l,i,j]` (symmetric);
+//! 2. `E = U·diag(λ)·Uᵀ` (eigh); keep the `χ` eigenpairs of largest `|λ|` (`P = U_kept`);
+//! 3. gauge fixing: the sign of each kept column `u` is set so that `u[(0,0)] + u[(0,1)]/2`
+//!    is positive. A sign change `S` of the input's environment index
+//!    multiplies the rows `(α, i)` of `U` by `s_α`, so the rows `(0, i)` change by the common
+//!    factor `s_0`, the rule flips every column by `s_0` and `T'` (bilinear in `P`) is
+//!    unchanged: the step is a function of the gauge orbit of its input, its output has
+//!    one deterministic gauge, and the iteration converges element by element (the
+//!    condition of Francuz, Schuch and Vanhecke, PRR 7, 013237 (2025), §III, for an
+//!    implicit derivative; for real symmetric CTMRG with non-degenerate kept spectrum the
+//!    gauge group is the signs, and this rule fixes it without a reference environment);
+//! 4. `C' = diag(λ_kept)`, `T'[x, s, y] = Σ P[(α,i), x] T[α,k,β] a[k,i,s,j] P[(β,j), y]`;
+//! 5. `C'/‖C'‖`, `T'/‖T'‖` (Frobenius norms; the observables below are scale-free).
+//!
+//! # Observables
+//! With `Z_a` the 3×3 patch (four `C`, four `T`, `a` in the middle), `Z_C = Tr C⁴` and
+//! `Z_T` the 2×3 patch (four `C`, two `T` contracted leg to leg), the partition function per
+//! site is `κ = Z_a Z_C / Z_T²`, so `βf = −ln κ`; the magnetization is `M = Z_b / Z_a`.
+//!
+//! # Derivatives
+//! - `u = ∂(βf)/∂β = −dL/dβ` with `L(β, y) = ln Z_a + ln Z_C − 2 ln Z_T` and the
+//!   environment `y = (C, T)` the fixed point of the step: reverse mode, `ȳ = ∂L/∂y` from
+//!   the network pullbacks, then the implicit pullback (`(∂step/∂y − I)ᵀ w = −ȳ`,
+//!   `β̄ = (∂step/∂β)ᵀ w`) whose linear maps are the step's JVP and VJP, composed of the
+//!   network rules, the eigh rules and the normalization's chain rule. No iteration is
+//!   unrolled: the memory is that of one step, whatever the number of CTM iterations.
+//! - `u_E = −Z_{a'}/Z_a` (`a' = ∂a/∂β`, the energy as an expectation value) must equal `u`
+//!   up to the truncation error; the specific heat `c = −β² du_E/dβ` is its total
+//!   derivative: `dy/dβ` from the implicit pushforward, `Z_a`, `Z_{a'}` pushed forward along
+//!   `(dy/dβ, a', a'')` by the network rules.
+
+#![allow(dead_code)] // the example and its acceptance test use different subsets
+
+use std::sync::Arc;
+
+use adrules::implicit::{
+    FixedPoint, ImplicitFunction, LinearMaps, Linearization, Method, SolverOptions,
+};
+use adrules::linalg::{self, EighPullback, RuleOptions};
+use adrules::network::{NetworkPlan, NetworkPullback, PlanCache};
+use adrules::{Backend, DType, Error, HostTensor, Result};
+
+/// The physical dimension of a bond (one Ising spin).
+pub const D: usize = 2;
+
+/// `[W, W', W'']`: the bond factor `W(β)` (`W[s][i]`) and its first two β-derivatives.
+fn bond_factor(beta: f64) -> [[[f64; 2]; 2]; 3] {
+    let (ch, sh) = (beta.cosh(), beta.sinh());
+    let (p, q) = ((2.0 * ch).sqrt(), (2.0 * sh).sqrt());
+    let (p1, q1) = (sh / p, ch / q);
+    let (p2, q2) = (ch / p - sh * sh / p.powi(3), sh / q - ch * ch / q.powi(3));
+    let w = |p: f64, q: f64| {
+        [
+            [(p + q) / 2.0, (p - q) / 2.0],
+            [(p - q) / 2.0, (p + q) / 2.0],
+        ]
+    };
+    [w(p, q), w(p1, q1), w(p2, q2)]
+}
+
+/// The site tensor `∂ⁿa/∂βⁿ` (`n = order ≤ 2`), with the spin factor `σ_s` when `magnetic`
+/// (the impurity `b`), shape `[2, 2, 2, 2]`, row-major. By Leibniz's rule on the four
+/// factors `W[s, ·]`.
+#[allow(clippy::needless_range_loop)] // `s` indexes the inner dimension of `[W, W', W'']`
+pub fn site_tensor(beta: f64, order: usize, magnetic: bool) -> Vec<f64> {
+    assert!(order <= 2, "site_tensor: order {order} > 2");
+    let w = bond_factor(beta);
+    let fact = |n: usize| [1.0, 1.0, 2.0][n];
+    let mut out = vec![0.0; 16];
+    for s in 0..2 {
+        let sigma = if magnetic { 1.0 - 2.0 * s as f64 } else { 1.0 };
+        for (idx, out) in out.iter_mut().enumerate() {
+            let legs = [idx >> 3 & 1, idx >> 2 & 1, idx >> 1 & 1, idx & 1];
+            let mut v = 0.0;
+            // every split of the derivative order over the four factors
+            for split in 0..81usize {
+                let o = [split / 27 % 3, split / 9 % 3, split / 3 % 3, split % 3];
+                if o.iter().sum::<usize>() != order {
+                    continue;
+                }
+                let coef = fact(order) / o.iter().map(|&k| fact(k)).product::<f64>();
+                v += coef * (0..4).map(|m| w[o[m]][s][legs[m]]).product::<f64>();
+            }
+            *out += sigma * v;
+        }
+    }
+    out
+}
+
+/// The starting environment (χ = 2): corner and edge of a boundary with spins weighted by
+/// `p` (`[1, 0]`: all up, which selects the up state below `T_c`; `[1, 1]`: free).
+pub fn initial_environment(beta: f64, up: bool) -> (Vec<f64>, Vec<f64>) {
+    let w = bond_factor(beta)[0];
+    let p = if up { [1.0, 0.0] } else { [1.0, 1.0] };
+    let mut c = vec![0.0; 4];
+    let mut t = vec![0.0; 8];
+    for s in 0..2 {
+        for i in 0..2 {
+            for j in 0..2 {
+                c[i * 2 + j] += p[s] * w[s][i] * w[s][j];
+                for k in 0..2 {
+                    t[(i * 2 + k) * 2 + j] += p[s] * w[s][i] * w[s][k] * w[s][j];
+                }
+            }
+        }
+    }
+    (c, t)
+}
+
+/// The operands of the 3×3 patch: four corners, four edges and `centre`.
+fn patch<'a, X>(c: &'a X, t: &'a X, centre: &'a X) -> Vec<&'a X> {
+    vec![c, t, c, t, c, t, c, t, centre]
+}
+
+/// Tangents of the patch's operands.
+fn patch_tangents<'a, X>(dc: &'a X, dt: &'a X, centre: &'a X) -> Vec<Option<&'a X>> {
+    patch(dc, dt, centre).into_iter().map(Some).collect()
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn norm(a: &[f64]) -> f64 {
+    dot(a, a).sqrt()
+}
+
+/// `x ↦ x/‖x‖` at `x̂ = x/‖x‖`: tangent and cotangent are both `(v − x̂⟨x̂, v⟩)/‖x‖`.
+fn normalize_rule(unit: &[f64], n: f64, v: &[f64]) -> Vec<f64> {
+    let p = dot(unit, v);
+    v.iter().zip(unit).map(|(v, u)| (v - u * p) / n).collect()
+}
+
+/// Options of a CTMRG run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CtmOptions {
+    /// bond dimension χ of the environment (≥ 2)
+    pub chi: usize,
+    /// the iteration stops when `max |y_{n+1} − y_n| ≤ tol` (the gauge-fixed environment
+    /// converges element by element)
+    pub tol: f64,
+    /// iterations allowed
+    pub max_iter: usize,
+    /// relative tolerance of the implicit rule's GMRES solves
+    pub solve_tol: f64,
+    /// Lorentzian broadening of the eigh rule, relative: `ε = (broadening·max|λ|)²`
+    pub broadening: f64,
+    /// eigenpairs with `|λ| ≤ cutoff·max|λ|` are discarded even below χ: their eigenvectors
+    /// are rounding noise (accurate only to `ε·max|λ|/gap`), they would keep the
+    /// environment from converging element by element, and their weight is below the
+    /// truncation error
+    pub cutoff: f64,
+}
+
+impl Default for CtmOptions {
+    fn default() -> Self {
+        CtmOptions {
+            chi: 12,
+            tol: 1e-12,
+            max_iter: 5_000,
+            solve_tol: 1e-10,
+            broadening: 0.0,
+            cutoff: 1e-10,
+        }
+    }
+}
+
+impl CtmOptions {
+    /// Checks every field.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the field.
+    pub fn validate(&self) -> Result<()> {
+        if !(2..=256).contains(&self.chi) {
+            return Err(Error::invalid(
+                "chi",
+                format!("must be in 2..=256, got {}", self.chi),
+            ));
+        }
+        if !(self.tol > 0.0 && self.tol < 1e-2) {
+            return Err(Error::invalid(
+                "tol",
+                format!("must be in (0, 1e-2), got {:e}", self.tol),
+            ));
+        }
+        if self.max_iter == 0 {
+            return Err(Error::invalid("max_iter", "must be at least 1"));
+        }
+        if !(self.solve_tol > 0.0 && self.solve_tol < 1e-2) {
+            return Err(Error::invalid(
+                "solve_tol",
+                format!("must be in (0, 1e-2), got {:e}", self.solve_tol),
+            ));
+        }
+        if !(self.cutoff >= 0.0 && self.cutoff < 1.0) {
+            return Err(Error::invalid(
+                "cutoff",
+                format!("must be in [0, 1), got {}", self.cutoff),
+            ));
+        }
+        if !(self.broadening.is_finite() && self.broadening >= 0.0) {
+            return Err(Error::invalid(
+                "broadening",
+                format!("must be finite and ≥ 0, got {}", self.broadening),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What the CTM iteration reports (the solver's byproduct).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CtmStats {
+    /// iterations performed
+    pub iterations: usize,
+    /// `max |y_{n+1} − y_n|` at exit
+    pub change: f64,
+    /// the smallest relative gap `(|λ_χ| − |λ_{χ+1}|)/|λ_1|` at the truncation, last step
+    pub truncation_gap: f64,
+    /// `|λ_{χ+1}|/|λ_1|`: the weight of the first discarded eigenvalue, last step
+    pub truncation_weight: f64,
+    /// the smallest relative gap `min |λ_i − λ_j|/|λ_1|` between kept eigenvalues, last step
+    pub kept_gap: f64,
+}
+
+/// Every quantity at one temperature.
+#[derive(Clone, Copy, Debug)]
+pub struct CtmPoint {
+    /// temperature `T = 1/β`
+    pub temperature: f64,
+    /// free energy per site `f = −ln κ/β`
+    pub f: f64,
+    /// internal energy per site `∂(βf)/∂β`, reverse mode through the implicit fixed point
+    pub u: f64,
+    /// internal energy as the expectation value `−Z_{a'}/Z_a` (must agree with `u`)
+    pub u_expectation: f64,
+    /// specific heat per site `−β² du/dβ` (the implicit pushforward)
+    pub c: f64,
+    /// magnetization per site `Z_b/Z_a` (≥ 0: the up state is selected below `T_c`)
+    pub m: f64,
+    /// the iteration's statistics
+    pub ctm: CtmStats,
+    /// `‖step(y) − y‖` at the fixed point (the conditions' norm)
+    pub conditions_norm: f64,
+    /// relative residual of the implicit pullback's solve
+    pub vjp_residual: f64,
+    /// relative residual of the implicit pushforward's solve
+    pub jvp_residual: f64,
+}
+
+/// The CTMRG of the Ising model on a backend.
+pub struct Ctm<B: Backend> {
+    be: B,
+    opts: CtmOptions,
+}
+
+/// One step linearized at its input: the primal values and the recorded pullbacks.
+pub(crate) struct Step<B: Backend> {
+    be: B,
+    chi_in: usize,
+    chi_out: usize,
+    n: usize,
+    c: B::Tensor,
+    t: B::Tensor,
+    a: B::Tensor,
+    da: B::Tensor,
+    e_mat: B::Tensor,
+    kept: Vec<usize>,
+    sign: Vec<f64>,
+    ut: B::Tensor,
+    c_unit: Vec<f64>,
+    t_unit: Vec<f64>,
+    c_norm: f64,
+    t_norm: f64,
+    e_plan: Arc<NetworkPlan>,
+    t_plan: Arc<NetworkPlan>,
+    e_pb: NetworkPullback<B>,
+    t_pb: NetworkPullback<B>,
+    eigh_pb: EighPullback<B>,
+    rule: RuleOptions,
+    gap: f64,
+    weight: f64,
+    kept_gap: f64,
+}
+
+const E_NET: &str = "akc,cd,dlb,klij->aibj";
+const T_NET: &str = "aix,akb,kisj,bjy->xsy";
+const ZA_NET: &str = "ab,bkc,cd,dle,ef,fmg,gh,hna,klmn->";
+const ZC_NET: &str = "ab,bc,cd,da->";
+const ZT_NET: &str = "ab,bkc,cd,de,ekf,fa->";
+
+impl<B> Ctm<B>
+where
+    B: Backend + Send + Sync + 'static,
+    B::Tensor: Send + Sync,
+{
+    /// A CTMRG with options `opts` on `be`.
+    ///
+    /// # Errors
+    /// [`CtmOptions::validate`].
+    pub fn new(be: B, opts: CtmOptions) -> Result<Self> {
+        opts.validate()?;
+        Ok(Ctm { be, opts })
+    }
+
+    fn up(&self, dims: &[usize], v: &[f64]) -> Result<B::Tensor> {
+        self.be.from_host(HostTensor::from_vec(dims, v.to_vec())?)
+    }
+
+    fn down(&self, t: &B::Tensor) -> Result<Vec<f64>> {
+        Ok(self.be.to_host(t)?.as_slice::<f64>()?.to_vec())
+    }
+
+    fn plan(&self, net: &str, dims: &[&[usize]]) -> Result<Arc<NetworkPlan>> {
+        PlanCache::global().einsum(net, dims)
+    }
+
+    /// The step linearized at `(β, C, T)` (`C: [χ, χ]`, `T: [χ, 2, χ]`), truncating to
+    /// `min(χ_opts, 2χ)`.
+    pub(crate) fn linearize_step(&self, beta: f64, c: &[f64], t: &[f64]) -> Result<Step<B>> {
+        let be = &self.be;
+        let chi_in = (c.len() as f64).sqrt().round() as usize;
+        let n = chi_in * D;
+        let (cd, td, ad) = ([chi_in, chi_in], [chi_in, D, chi_in], [D, D, D, D]);
+        let c = self.up(&cd, c)?;
+        let t = self.up(&td, t)?;
+        let a = self.up(&ad, &site_tensor(beta, 0, false))?;
+        let da = self.up(&ad, &site_tensor(beta, 1, false))?;
+        let e_plan = self.plan(E_NET, &[&td, &cd, &td, &ad])?;
+        let (e, e_pb) = e_plan.rrule(be, &[&t, &c, &t, &a], &[true, true, true, true])?;
+        let e_mat = self.up(&[n, n], &self.down(&e)?)?;
+        let max_e = self
+            .down(&e_mat)?
+            .iter()
+            .fold(0.0f64, |m, x| m.max(x.abs()));
+        let rule = RuleOptions::broadened((self.opts.broadening * max_e).powi(2));
+        let (eig, eigh_pb) = linalg::eigh_rrule(be, &e_mat, rule)?;
+        let lam = self.down(&eig.values)?;
+        let u = self.down(&eig.vectors)?;
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&i, &j| lam[j].abs().total_cmp(&lam[i].abs()));
+        let top = lam[order[0]].abs();
+        let above = order
+            .iter()
+            .take_while(|&&i| lam[i].abs() > self.opts.cutoff * top)
+            .count();
+        let chi_out = self.opts.chi.min(above).max(1);
+        let kept: Vec<usize> = order[..chi_out].to_vec();
+        let (gap, weight) = if chi_out < n {
+            let (l, d) = (lam[order[chi_out - 1]].abs(), lam[order[chi_out]].abs());
+            ((l - d) / top, d / top)
+        } else {
+            (1.0, 0.0)
+        };
+        let mut kept_values: Vec<f64> = kept.iter().map(|&k| lam[k]).collect();
+        kept_values.sort_by(f64::total_cmp);
+        let kept_gap = kept_values
+            .windows(2)
+            .map(|w| (w[1] - w[0]) / top)
+            .fold(f64::INFINITY, f64::min);
+        // The sign reference u[(0,0)] + u[(0,1)]/2: a fixed linear functional of the rows
+        // (α = 0, ·), so the rule is covariant (see the module docs). Both rows with one
+        // weight would vanish on spin-flip-odd vectors (the flip swaps the bond basis, so
+        // odd vectors have u[(0,0)] = −u[(0,1)]), their larger one is ambiguous for them.
+        let sign: Vec<f64> = kept
+            .iter()
+            .map(|&k| {
+                let r = u[k] + 0.5 * u[n + k];
+                if r < 0.0 { -1.0 } else { 1.0 }
+            })
+            .collect();
+        let mut p = vec![0.0; n * chi_out];
+        for r in 0..n {
+            for (x, &k) in kept.iter().enumerate() {
+                p[r * chi_out + x] = u[r * n + k] * sign[x];
+            }
+        }
+        let ud = [chi_in, D, chi_out];
+        let ut = self.up(&ud, &p)?;
+        let t_plan = self.plan(T_NET, &[&ud, &td, &ad, &ud])?;
+        let (t1, t_pb) = t_plan.rrule(be, &[&ut, &t, &a, &ut], &[true, true, true, true])?;
+        let mut c1 = vec![0.0; chi_out * chi_out];
+        for (x, &k) in kept.iter().enumerate() {
+            c1[x * chi_out + x] = lam[k];
+        }
+        let t1 = self.down(&t1)?;
+        let (c_norm, t_norm) = (norm(&c1), norm(&t1));
+        if !(c_norm.is_finite() && t_norm.is_finite() && c_norm > 0.0 && t_norm > 0.0) {
+            return Err(Error::invalid(
+                "temperature",
+                format!(
+                    "the CTM step at β = {beta} gave a zero or non-finite environment \
+                     (‖C‖ = {c_norm:e}, ‖T‖ = {t_norm:e})"
+                ),
+            ));
+        }
+        Ok(Step {
+            be: be.clone(),
+            chi_in,
+            chi_out,
+            n,
+            c,
+            t,
+            a,
+            da,
+            e_mat,
+            kept,
+            sign,
+            ut,
+            c_unit: c1.iter().map(|x| x / c_norm).collect(),
+            t_unit: t1.iter().map(|x| x / t_norm).collect(),
+            c_norm,
+            t_norm,
+            e_plan,
+            t_plan,
+            e_pb,
+            t_pb,
+            eigh_pb,
+            rule,
+            gap,
+            weight,
+            kept_gap,
+        })
+    }
+
+    /// The CTM iteration from the boundary state (up below `T_c`), growing χ by 2 per step
+    /// until `opts.chi`, then until the environment changes by at most `opts.tol` per step.
+    ///
+    /// # Errors
+    /// [`Error::NotConverged`] at `opts.max_iter`; [`Error::InvalidArgument`] for a
+    /// non-positive temperature; backend errors.
+    pub fn fixed_point(&self, beta: f64) -> Result<(Vec<f64>, Vec<f64>, CtmStats)> {
+        let tc = 2.0 / (1.0 + 2f64.sqrt()).ln();
+        let (mut c, mut t) = initial_environment(beta, 1.0 / beta < tc);
+        let mut stats = CtmStats::default();
+        for it in 1..=self.opts.max_iter {
+            let s = self.linearize_step(beta, &c, &t)?;
+            let (c1, t1) = (s.c_unit.clone(), s.t_unit.clone());
+            stats.iterations = it;
+            stats.truncation_gap = s.gap;
+            stats.truncation_weight = s.weight;
+            stats.kept_gap = s.kept_gap;
+            if c1.len() == c.len() {
+                let change = c1
+                    .iter()
+                    .zip(&c)
+                    .chain(t1.iter().zip(&t))
+                    .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+                stats.change = change;
+                if !change.is_finite() {
+                    return Err(Error::invalid(
+                        "temperature",
+                        format!("the CTM iteration at β = {beta} produced non-finite values"),
+                    ));
+                }
+                let spectrum = c1
+                    .iter()
+                    .zip(&c)
+                    .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+                if change <= self.opts.tol && spectrum <= self.opts.tol {
+                    return Ok((c1, t1, stats));
+                }
+            } else {
+                stats.change = f64::INFINITY;
+            }
+            (c, t) = (c1, t1);
+        }
+        Err(Error::NotConverged {
+            arg: "CTM iteration".into(),
+            iterations: self.opts.max_iter,
+            residual: stats.change,
+            tolerance: self.opts.tol,
+        })
+    }
+
+    /// The observables' plans for environment bond dimension `chi`.
+    fn observable_plans(
+        &self,
+        chi: usize,
+    ) -> Result<(Arc<NetworkPlan>, Arc<NetworkPlan>, Arc<NetworkPlan>)> {
+        let (cd, td, ad) = ([chi, chi], [chi, D, chi], [D, D, D, D]);
+        let za = self.plan(ZA_NET, &[&cd, &td, &cd, &td, &cd, &td, &cd, &td, &ad])?;
+        let zc = self.plan(ZC_NET, &[&cd, &cd, &cd, &cd])?;
+        let zt = self.plan(ZT_NET, &[&cd, &td, &cd, &cd, &td, &cd])?;
+        Ok((za, zc, zt))
+    }
+
+    fn scalar(&self, t: &B::Tensor) -> Result<f64> {
+        Ok(self.be.scalar(t)?.re())
+    }
+
+    /// `(L, ∂L/∂y, Z_a, Z_{a'})` at `(β, C, T)`: `L = ln κ = ln Z_a + ln Z_C − 2 ln Z_T` and
+    /// its environment cotangent `ȳ = [C̄, T̄]` by the networks' pullbacks (the explicit
+    /// β-derivative is `∂L/∂β = Z_{a'}/Z_a`).
+    fn ln_kappa(&self, beta: f64, c: &[f64], t: &[f64]) -> Result<(f64, Vec<f64>, f64, f64)> {
+        let be = &self.be;
+        let chi = (c.len() as f64).sqrt().round() as usize;
+        let (cd, td, ad) = ([chi, chi], [chi, D, chi], [D, D, D, D]);
+        let c = self.up(&cd, c)?;
+        let t = self.up(&td, t)?;
+        let a = self.up(&ad, &site_tensor(beta, 0, false))?;
+        let a1 = self.up(&ad, &site_tensor(beta, 1, false))?;
+        let (za_plan, zc_plan, zt_plan) = self.observable_plans(chi)?;
+        let mut active = vec![true; 9];
+        active[8] = false;
+        let (za, za_pb) = za_plan.rrule(be, &patch(&c, &t, &a), &active)?;
+        let (zc, zc_pb) = zc_plan.rrule(be, &[&c, &c, &c, &c], &[true; 4])?;
+        let (zt, zt_pb) = zt_plan.rrule(be, &[&c, &t, &c, &c, &t, &c], &[true; 6])?;
+        let (za, zc, zt) = (self.scalar(&za)?, self.scalar(&zc)?, self.scalar(&zt)?);
+        for (name, z) in [("Z_a", za), ("Z_C", zc), ("Z_T", zt)] {
+            if !(z.is_finite() && z > 0.0) {
+                return Err(Error::invalid(
+                    "temperature",
+                    format!("the environment at β = {beta} gives {name} = {z:e} (must be > 0)"),
+                ));
+            }
+        }
+        let za1 = self.scalar(&za_plan.execute(be, &patch(&c, &t, &a1))?)?;
+        let mut c_bar = vec![0.0; chi * chi];
+        let mut t_bar = vec![0.0; chi * D * chi];
+        let mut accumulate = |grads: Vec<Option<B::Tensor>>, slots: &[usize]| -> Result<()> {
+            for (g, &slot) in grads.iter().zip(slots) {
+                let Some(g) = g else { continue };
+                let g = self.down(g)?;
+                let target = if slot == 0 { &mut c_bar } else { &mut t_bar };
+                target.iter_mut().zip(&g).for_each(|(o, v)| *o += v);
+            }
+            Ok(())
+        };
+        let one = |s: f64| self.up(&[], &[s]);
+        accumulate(
+            za_pb.pullback(&one(1.0 / za)?)?,
+            &[0, 1, 0, 1, 0, 1, 0, 1, 2],
+        )?;
+        accumulate(zc_pb.pullback(&one(1.0 / zc)?)?, &[0, 0, 0, 0])?;
+        accumulate(zt_pb.pullback(&one(-2.0 / zt)?)?, &[0, 1, 0, 0, 1, 0])?;
+        let mut y_bar = c_bar;
+        y_bar.extend(t_bar);
+        Ok((za.ln() + zc.ln() - 2.0 * zt.ln(), y_bar, za, za1))
+    }
+
+    /// `u = −dL/dβ` by reverse mode through `iterations` unrolled CTM steps from the
+    /// boundary state, every step's pullback (its intermediates, eigendecomposition and
+    /// network records) kept for the backward sweep: the comparison of the implicit rule,
+    /// whose memory does not grow with the iterations. The starting environment is held
+    /// constant (its influence decays like the iteration's convergence).
+    ///
+    /// # Errors
+    /// As [`Ctm::point`]; [`Error::InvalidArgument`] for zero iterations.
+    pub fn unrolled_energy(&self, temperature: f64, iterations: usize) -> Result<f64> {
+        if !(temperature.is_finite() && temperature > 0.0) {
+            return Err(Error::invalid(
+                "temperature",
+                format!("must be positive and finite, got {temperature}"),
+            ));
+        }
+        if iterations == 0 {
+            return Err(Error::invalid("iterations", "must be at least 1"));
+        }
+        let beta = 1.0 / temperature;
+        let tc = 2.0 / (1.0 + 2f64.sqrt()).ln();
+        let (mut c, mut t) = initial_environment(beta, temperature < tc);
+        let mut tape = Vec::with_capacity(iterations);
+        for _ in 0..iterations {
+            let s = self.linearize_step(beta, &c, &t)?;
+            (c, t) = (s.c_unit.clone(), s.t_unit.clone());
+            tape.push(s);
+        }
+        let (_, mut w, za, za1) = self.ln_kappa(beta, &c, &t)?;
+        let mut beta_bar = za1 / za;
+        for s in tape.iter().rev() {
+            let (wy, wb) = s.vjp(&w)?;
+            beta_bar += wb;
+            w = wy;
+        }
+        Ok(-beta_bar)
+    }
+
+    /// The implicit function `β ↦ y*(β)` linearized at its solution: the CTM iteration to
+    /// convergence (`iterations = None`) or exactly `iterations` steps (to compare with
+    /// unrolling), then the step's linear maps at the result.
+    fn implicit(
+        &self,
+        beta: f64,
+        iterations: Option<usize>,
+    ) -> Result<(Linearization<f64>, CtmStats)> {
+        let solve = |x: &[HostTensor], _: &()| {
+            let beta = x[0].as_slice::<f64>()?[0];
+            let (c, t, stats) = match iterations {
+                None => self.fixed_point(beta)?,
+                Some(n) => self.iterate(beta, n)?,
+            };
+            let mut y = c;
+            y.extend(t);
+            Ok((HostTensor::from_vec(&[y.len()], y)?, stats))
+        };
+        let conditions = |p: &adrules::implicit::Point<'_, CtmStats, ()>| {
+            let beta = p.x_data::<f64>(0)?[0];
+            let y = p.y_data::<f64>()?;
+            let chi = ((y.len() / (1 + D)) as f64).sqrt().round() as usize;
+            let (c, t) = y.split_at(chi * chi);
+            let step = self.linearize_step(beta, c, t)?;
+            if step.chi_out != chi {
+                return Err(Error::invalid(
+                    "chi",
+                    format!(
+                        "the fixed point has χ = {chi} but the step keeps {}",
+                        step.chi_out
+                    ),
+                ));
+            }
+            StepMaps::new(step)
+        };
+        let linear = SolverOptions {
+            method: Method::Gmres,
+            tolerance: Some(self.opts.solve_tol),
+            restart: 60,
+            ..SolverOptions::default()
+        };
+        let f = ImplicitFunction::<f64, _, _, _, _>::new(solve, FixedPoint::new(conditions))
+            .with_linear_solver(linear);
+        let x = [HostTensor::from_vec(&[1], vec![beta])?];
+        f.linearize(&x, &())
+    }
+
+    /// `u = −dL/dβ` by the implicit pullback after exactly `iterations` CTM steps (the
+    /// counterpart of [`Ctm::unrolled_energy`]; with enough steps both are `u`).
+    ///
+    /// # Errors
+    /// As [`Ctm::unrolled_energy`].
+    pub fn implicit_energy(&self, temperature: f64, iterations: usize) -> Result<f64> {
+        if !(temperature.is_finite() && temperature > 0.0) {
+            return Err(Error::invalid(
+                "temperature",
+                format!("must be positive and finite, got {temperature}"),
+            ));
+        }
+        if iterations == 0 {
+            return Err(Error::invalid("iterations", "must be at least 1"));
+        }
+        let beta = 1.0 / temperature;
+        let (lin, _) = self.implicit(beta, Some(iterations))?;
+        let y = lin.y().as_slice::<f64>()?;
+        let chi = ((y.len() / (1 + D)) as f64).sqrt().round() as usize;
+        let (_, y_bar, za, za1) = self.ln_kappa(beta, &y[..chi * chi], &y[chi * chi..])?;
+        let implicit = lin.vjp_many(&[HostTensor::from_vec(&[y.len()], y_bar)?], None)?;
+        Ok(-(za1 / za + implicit.dx[0][0].as_slice::<f64>()?[0]))
+    }
+
+    /// Exactly `n` CTM steps from the boundary state.
+    fn iterate(&self, beta: f64, n: usize) -> Result<(Vec<f64>, Vec<f64>, CtmStats)> {
+        let tc = 2.0 / (1.0 + 2f64.sqrt()).ln();
+        let (mut c, mut t) = initial_environment(beta, 1.0 / beta < tc);
+        let mut stats = CtmStats::default();
+        for it in 1..=n {
+            let s = self.linearize_step(beta, &c, &t)?;
+            stats.iterations = it;
+            stats.truncation_gap = s.gap;
+            stats.truncation_weight = s.weight;
+            stats.kept_gap = s.kept_gap;
+            stats.change = if s.c_unit.len() == c.len() {
+                s.c_unit
+                    .iter()
+                    .zip(&c)
+                    .chain(s.t_unit.iter().zip(&t))
+                    .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()))
+            } else {
+                f64::INFINITY
+            };
+            (c, t) = (s.c_unit, s.t_unit);
+        }
+        Ok((c, t, stats))
+    }
+
+    /// Everything at `temperature`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a temperature that is not positive and finite; those of
+    /// [`Ctm::fixed_point`] and of the implicit rule's solves.
+    pub fn point(&self, temperature: f64) -> Result<CtmPoint> {
+        if !(temperature.is_finite() && temperature > 0.0) {
+            return Err(Error::invalid(
+                "temperature",
+                format!("must be positive and finite, got {temperature}"),
+            ));
+        }
+        let beta = 1.0 / temperature;
+        let be = &self.be;
+        let (lin, stats) = self.implicit(beta, None)?;
+        let y = lin.y().as_slice::<f64>()?.to_vec();
+        let chi = ((y.len() / (1 + D)) as f64).sqrt().round() as usize;
+        let (cd, td, ad) = ([chi, chi], [chi, D, chi], [D, D, D, D]);
+        let c = self.up(&cd, &y[..chi * chi])?;
+        let t = self.up(&td, &y[chi * chi..])?;
+        let a = self.up(&ad, &site_tensor(beta, 0, false))?;
+        let a1 = self.up(&ad, &site_tensor(beta, 1, false))?;
+        let a2 = self.up(&ad, &site_tensor(beta, 2, false))?;
+        let b = self.up(&ad, &site_tensor(beta, 0, true))?;
+        let (za_plan, _, _) = self.observable_plans(chi)?;
+        let (ln_kappa, y_bar, za, za1) = self.ln_kappa(beta, &y[..chi * chi], &y[chi * chi..])?;
+        let implicit = lin.vjp_many(&[HostTensor::from_vec(&[y.len()], y_bar)?], None)?;
+        let beta_bar_implicit = implicit.dx[0][0].as_slice::<f64>()?[0];
+        let u = -(za1 / za + beta_bar_implicit);
+        let u_expectation = -za1 / za;
+        // c = −β² d(−Z_{a'}/Z_a)/dβ along (dy/dβ, a', a'').
+        let dy = lin.jvp_many(&[[HostTensor::from_vec(&[1], vec![1.0])?]], None)?;
+        let dy_data = dy.dy[0].as_slice::<f64>()?;
+        let dc = self.up(&cd, &dy_data[..chi * chi])?;
+        let dt = self.up(&td, &dy_data[chi * chi..])?;
+        let (_, dza) = za_plan.frule(be, &patch(&c, &t, &a), &patch_tangents(&dc, &dt, &a1))?;
+        let (_, dza1) = za_plan.frule(be, &patch(&c, &t, &a1), &patch_tangents(&dc, &dt, &a2))?;
+        let (dza, dza1) = (self.scalar(&dza)?, self.scalar(&dza1)?);
+        let du = -(dza1 / za - za1 * dza / (za * za));
+        let c_heat = -beta * beta * du;
+        let zb = self.scalar(&za_plan.execute(be, &patch(&c, &t, &b))?)?;
+        Ok(CtmPoint {
+            temperature,
+            f: -ln_kappa / beta,
+            u,
+            u_expectation,
+            c: c_heat,
+            m: zb / za,
+            ctm: stats,
+            conditions_norm: lin.conditions_norm().unwrap_or(f64::NAN),
+            vjp_residual: implicit.stats.max_residual(),
+            jvp_residual: dy.stats.max_residual(),
+        })
+    }
+}
+
+/// The linear maps of the step at a point: `∂step/∂y` (the `A` of [`FixedPoint`], which
+/// subtracts the identity) and `∂step/∂β`.
+struct StepMaps<B: Backend> {
+    step: Step<B>,
+    values: Vec<f64>,
+}
+
+impl<B: Backend> StepMaps<B> {
+    fn new(step: Step<B>) -> Result<Self> {
+        let values = step.values();
+        Ok(StepMaps { step, values })
+    }
+}
+
+impl<B: Backend> Step<B> {
+    fn up(&self, dims: &[usize], v: &[f64]) -> Result<B::Tensor> {
+        self.be.from_host(HostTensor::from_vec(dims, v.to_vec())?)
+    }
+
+    fn down(&self, t: &B::Tensor) -> Result<Vec<f64>> {
+        Ok(self.be.to_host(t)?.as_slice::<f64>()?.to_vec())
+    }
+
+    /// The step's output `[C'/‖C'‖, T'/‖T'‖]`, flattened.
+    pub(crate) fn values(&self) -> Vec<f64> {
+        let mut v = self.c_unit.clone();
+        v.extend(self.t_unit.iter().copied());
+        v
+    }
+
+    pub(crate) fn m(&self) -> usize {
+        self.chi_in * self.chi_in * (1 + D)
+    }
+
+    /// The pushforward of the step along `(dC, dT, dβ)` (`dy = [dC, dT]` flattened).
+    pub(crate) fn jvp(&self, dy: Option<&[f64]>, dbeta: f64) -> Result<Vec<f64>> {
+        let be = &self.be;
+        let (ci, co, n) = (self.chi_in, self.chi_out, self.n);
+        let (dc, dt) = match dy {
+            Some(dy) => {
+                let (dc, dt) = dy.split_at(ci * ci);
+                (
+                    Some(self.up(&[ci, ci], dc)?),
+                    Some(self.up(&[ci, D, ci], dt)?),
+                )
+            }
+            None => (None, None),
+        };
+        let da = if dbeta != 0.0 {
+            let mut da = self.da.clone();
+            be.scale(&mut da, adrules::DynScalar::F64(dbeta))?;
+            Some(da)
+        } else {
+            None
+        };
+        let (_, de) = self.e_plan.frule(
+            be,
+            &[&self.t, &self.c, &self.t, &self.a],
+            &[dt.as_ref(), dc.as_ref(), dt.as_ref(), da.as_ref()],
+        )?;
+        let de = self.up(&[n, n], &self.down(&de)?)?;
+        let (_, tangent) = linalg::eigh_frule(be, &self.e_mat, &de, self.rule)?;
+        let dl = self.down(&tangent.values)?;
+        let dv = self.down(&tangent.vectors)?;
+        let mut dp = vec![0.0; n * co];
+        for r in 0..n {
+            for (x, &k) in self.kept.iter().enumerate() {
+                dp[r * co + x] = dv[r * n + k] * self.sign[x];
+            }
+        }
+        let dut = self.up(&[ci, D, co], &dp)?;
+        let (_, dt1) = self.t_plan.frule(
+            be,
+            &[&self.ut, &self.t, &self.a, &self.ut],
+            &[Some(&dut), dt.as_ref(), da.as_ref(), Some(&dut)],
+        )?;
+        let mut dc1 = vec![0.0; co * co];
+        for (x, &k) in self.kept.iter().enumerate() {
+            dc1[x * co + x] = dl[k];
+        }
+        let mut out = normalize_rule(&self.c_unit, self.c_norm, &dc1);
+        out.extend(normalize_rule(&self.t_unit, self.t_norm, &self.down(&dt1)?));
+        Ok(out)
+    }
+
+    /// The pullback of the step: `(ȳ, β̄)` for the output cotangent `w = [C̄', T̄']`.
+    pub(crate) fn vjp(&self, w: &[f64]) -> Result<(Vec<f64>, f64)> {
+        let (ci, co, n) = (self.chi_in, self.chi_out, self.n);
+        let (wc, wt) = w.split_at(co * co);
+        let c1_bar = normalize_rule(&self.c_unit, self.c_norm, wc);
+        let t1_bar = normalize_rule(&self.t_unit, self.t_norm, wt);
+        let g = self.t_pb.pullback(&self.up(&[co, D, co], &t1_bar)?)?;
+        let part = |i: usize| -> Result<Vec<f64>> {
+            match &g[i] {
+                Some(x) => self.down(x),
+                None => Err(Error::invalid("step", "missing cotangent")),
+            }
+        };
+        let (p1, mut t_bar, a_bar, p2) = (part(0)?, part(1)?, part(2)?, part(3)?);
+        let mut v_bar = vec![0.0; n * n];
+        let mut l_bar = vec![0.0; n];
+        for r in 0..n {
+            for (x, &k) in self.kept.iter().enumerate() {
+                v_bar[r * n + k] = (p1[r * co + x] + p2[r * co + x]) * self.sign[x];
+            }
+        }
+        for (x, &k) in self.kept.iter().enumerate() {
+            l_bar[k] = c1_bar[x * co + x];
+        }
+        let e_bar = self.eigh_pb.pullback(
+            Some(&self.up(&[n], &l_bar)?),
+            Some(&self.up(&[n, n], &v_bar)?),
+        )?;
+        let e_bar = self.up(&[ci, D, ci, D], &self.down(&e_bar)?)?;
+        let h = self.e_pb.pullback(&e_bar)?;
+        let get = |i: usize| -> Result<Vec<f64>> {
+            match &h[i] {
+                Some(x) => self.down(x),
+                None => Err(Error::invalid("step", "missing cotangent")),
+            }
+        };
+        let (t1, c_bar, t2, a2) = (get(0)?, get(1)?, get(2)?, get(3)?);
+        t_bar
+            .iter_mut()
+            .zip(t1.iter().zip(&t2))
+            .for_each(|(o, (x, y))| *o += x + y);
+        let da = self.down(&self.da)?;
+        let beta_bar = dot(&da, &a_bar) + dot(&da, &a2);
+        let mut y_bar = c_bar;
+        y_bar.extend(t_bar);
+        Ok((y_bar, beta_bar))
+    }
+}
+
+fn columns(
+    k: usize,
+    len_in: usize,
+    len_out: usize,
+    v: &[f64],
+    out: &mut [f64],
+    mut f: impl FnMut(&[f64]) -> Result<Vec<f64>>,
+) -> Result<()> {
+    for j in 0..k {
+        let r = f(&v[j * len_in..(j + 1) * len_in])?;
+        out[j * len_out..(j + 1) * len_out].copy_from_slice(&r);
+    }
+    Ok(())
+}
+
+impl<B> LinearMaps<f64> for StepMaps<B>
+where
+    B: Backend + Send + Sync,
+    B::Tensor: Send + Sync,
+{
+    fn num_unknowns(&self) -> usize {
+        self.step.m()
+    }
+    fn num_inputs(&self) -> usize {
+        1
+    }
+    fn apply_a(&self, v: &[f64], out: &mut [f64], k: usize) -> Result<()> {
+        let m = self.step.m();
+        columns(k, m, m, v, out, |v| self.step.jvp(Some(v), 0.0))
+    }
+    fn apply_a_adjoint(&self, u: &[f64], out: &mut [f64], k: usize) -> Result<()> {
+        let m = self.step.m();
+        columns(k, m, m, u, out, |u| Ok(self.step.vjp(u)?.0))
+    }
+    fn apply_b(&self, v: &[f64], out: &mut [f64], k: usize) -> Result<()> {
+        let m = self.step.m();
+        columns(k, 1, m, v, out, |v| self.step.jvp(None, v[0]))
+    }
+    fn apply_b_adjoint(&self, u: &[f64], out: &mut [f64], k: usize) -> Result<()> {
+        let m = self.step.m();
+        columns(k, m, 1, u, out, |u| Ok(vec![self.step.vjp(u)?.1]))
+    }
+    fn conditions(&self) -> Option<&[f64]> {
+        Some(&self.values)
+    }
+}
+
+/// The type check the example needs: its CTMRG runs in `f64`.
+pub fn dtype() -> DType {
+    DType::F64
+}
