@@ -17,17 +17,26 @@
 //! # The step
 //! `step(β, C, T) = (C', T')`:
 //! 1. enlarged corner `E[(α,i), (β,j)] = Σ T[α,k,γ] C[γ,δ] T[δ,l,β] a[k,l,i,j]` (symmetric);
-//! 2. `E = U·diag(λ)·Uᵀ` (eigh); keep the `χ` eigenpairs of largest `|λ|` (`P = U_kept`);
-//! 3. gauge fixing: the sign of each kept column `u` is set so that `u[(0,0)] + u[(0,1)]/2`
-//!    is positive. A sign change `S` of the input's environment index
-//!    multiplies the rows `(α, i)` of `U` by `s_α`, so the rows `(0, i)` change by the common
-//!    factor `s_0`, the rule flips every column by `s_0` and `T'` (bilinear in `P`) is
-//!    unchanged: the step is a function of the gauge orbit of its input, its output has
-//!    one deterministic gauge, and the iteration converges element by element (the
-//!    condition of Francuz, Schuch and Vanhecke, PRR 7, 013237 (2025), §III, for an
-//!    implicit derivative; for real symmetric CTMRG with non-degenerate kept spectrum the
-//!    gauge group is the signs, and this rule fixes it without a reference environment);
-//! 4. `C' = diag(λ_kept)`, `T'[x, s, y] = Σ P[(α,i), x] T[α,k,β] a[k,i,s,j] P[(β,j), y]`;
+//! 2. `E = U·diag(λ)·Uᵀ` (eigh, the backend's); the eigenvalues sorted by `|λ|` are grouped
+//!    into clusters (multiplets: consecutive `|λ|` within a relative `δ`, same sign); keep
+//!    whole clusters, at most χ states, above `cutoff·max|λ|`. The Ising CTM spectrum has
+//!    exact degeneracies in the χ → ∞ limit (free-fermion levels: at T = 2.5, levels 8 = 1+7 =
+//!    3+5 in units of the level spacing), nearly exact at finite χ; their eigenvectors are
+//!    ill-conditioned, their subspaces are not;
+//! 3. gauge fixing, so that the converged environment is a fixed point element by element
+//!    (the condition of Francuz, Schuch and Vanhecke, PRR 7, 013237 (2025), §III, for an
+//!    implicit derivative). Inside a cluster of size `g` the basis is the eigenbasis of the
+//!    secondary operator `Vᵀ (I_χ ⊗ M) V` (`M` a fixed generic symmetric 2×2 matrix on the
+//!    bond index), which fixes the multiplet's continuous `O(g)` gauge; then each column
+//!    `w` gets the sign that makes `w[(0,0)] + w[(0,1)]/2` positive. A gauge change `O` of
+//!    the input's environment index (block-orthogonal over its clusters, `±1` on the
+//!    simple leading index 0) maps `E → (O⊗I)ᵀ E (O⊗I)`, commutes with `I ⊗ M`, multiplies
+//!    the rows `(0, ·)` by the common sign `o_00`, so the canonical basis `W` moves with the
+//!    input, `T'` (bilinear in `W`) and `C'` are unchanged, and the step is a function of
+//!    the input's gauge orbit with one deterministic output gauge (see [`Clusters`] for the
+//!    rules). No reference environment is needed;
+//! 4. `C' = Wᵀ E W` (block-diagonal over the clusters), `T'[x, s, y] = Σ W[(α,i), x]
+//!    T[α,k,β] a[k,i,s,j] W[(β,j), y]`;
 //! 5. `C'/‖C'‖`, `T'/‖T'‖` (Frobenius norms; the observables below are scale-free).
 //!
 //! # Observables
@@ -40,7 +49,8 @@
 //!   environment `y = (C, T)` the fixed point of the step: reverse mode, `ȳ = ∂L/∂y` from
 //!   the network pullbacks, then the implicit pullback (`(∂step/∂y − I)ᵀ w = −ȳ`,
 //!   `β̄ = (∂step/∂β)ᵀ w`) whose linear maps are the step's JVP and VJP, composed of the
-//!   network rules, the eigh rules and the normalization's chain rule. No iteration is
+//!   network rules, the cluster rules of the eigendecomposition ([`Clusters`]) and the
+//!   normalization's chain rule; solved by GMRES. No iteration is
 //!   unrolled: the memory is that of one step, whatever the number of CTM iterations.
 //! - `u_E = −Z_{a'}/Z_a` (`a' = ∂a/∂β`, the energy as an expectation value) must equal `u`
 //!   up to the truncation error; the specific heat `c = −β² du_E/dβ` is its total
@@ -54,7 +64,7 @@ use std::sync::Arc;
 use adrules::implicit::{
     FixedPoint, ImplicitFunction, LinearMaps, Linearization, Method, SolverOptions,
 };
-use adrules::linalg::{self, EighPullback, RuleOptions};
+use adrules::linalg;
 use adrules::network::{NetworkPlan, NetworkPullback, PlanCache};
 use adrules::{Backend, DType, Error, HostTensor, Result};
 
@@ -161,8 +171,10 @@ pub struct CtmOptions {
     pub max_iter: usize,
     /// relative tolerance of the implicit rule's GMRES solves
     pub solve_tol: f64,
-    /// Lorentzian broadening of the eigh rule, relative: `ε = (broadening·max|λ|)²`
-    pub broadening: f64,
+    /// relative drop of `|λ|` that separates two clusters of the enlarged corner's
+    /// spectrum (see [`Clusters`]): eigenvalues closer than this share one subspace, whose
+    /// basis the gauge fixing chooses canonically
+    pub cluster: f64,
     /// eigenpairs with `|λ| ≤ cutoff·max|λ|` are discarded even below χ: their eigenvectors
     /// are rounding noise (accurate only to `ε·max|λ|/gap`), they would keep the
     /// environment from converging element by element, and their weight is below the
@@ -173,11 +185,11 @@ pub struct CtmOptions {
 impl Default for CtmOptions {
     fn default() -> Self {
         CtmOptions {
-            chi: 12,
-            tol: 1e-12,
+            chi: 32,
+            tol: 1e-11,
             max_iter: 5_000,
-            solve_tol: 1e-10,
-            broadening: 0.0,
+            solve_tol: 1e-9,
+            cluster: 1e-3,
             cutoff: 1e-10,
         }
     }
@@ -216,10 +228,10 @@ impl CtmOptions {
                 format!("must be in [0, 1), got {}", self.cutoff),
             ));
         }
-        if !(self.broadening.is_finite() && self.broadening >= 0.0) {
+        if !(self.cluster >= 0.0 && self.cluster < 0.5) {
             return Err(Error::invalid(
-                "broadening",
-                format!("must be finite and ≥ 0, got {}", self.broadening),
+                "cluster",
+                format!("must be in [0, 0.5), got {}", self.cluster),
             ));
         }
         Ok(())
@@ -233,11 +245,12 @@ pub struct CtmStats {
     pub iterations: usize,
     /// `max |y_{n+1} − y_n|` at exit
     pub change: f64,
-    /// the smallest relative gap `(|λ_χ| − |λ_{χ+1}|)/|λ_1|` at the truncation, last step
+    /// the gap `(|λ_last kept| − |λ_first discarded|)/|λ_1|` at the truncation, last step
     pub truncation_gap: f64,
-    /// `|λ_{χ+1}|/|λ_1|`: the weight of the first discarded eigenvalue, last step
+    /// `|λ_first discarded|/|λ_1|`: the weight of the first discarded eigenvalue, last step
     pub truncation_weight: f64,
-    /// the smallest relative gap `min |λ_i − λ_j|/|λ_1|` between kept eigenvalues, last step
+    /// the smallest relative gap of the secondary operator's eigenvalues `μ` inside a
+    /// cluster (`∞` without multiplets), last step: the conditioning of the multiplet gauge
     pub kept_gap: f64,
 }
 
@@ -282,9 +295,7 @@ pub(crate) struct Step<B: Backend> {
     t: B::Tensor,
     a: B::Tensor,
     da: B::Tensor,
-    e_mat: B::Tensor,
-    kept: Vec<usize>,
-    sign: Vec<f64>,
+    clusters: Clusters,
     ut: B::Tensor,
     c_unit: Vec<f64>,
     t_unit: Vec<f64>,
@@ -294,8 +305,6 @@ pub(crate) struct Step<B: Backend> {
     t_plan: Arc<NetworkPlan>,
     e_pb: NetworkPullback<B>,
     t_pb: NetworkPullback<B>,
-    eigh_pb: EighPullback<B>,
-    rule: RuleOptions,
     gap: f64,
     weight: f64,
     kept_gap: f64,
@@ -346,61 +355,27 @@ where
         let da = self.up(&ad, &site_tensor(beta, 1, false))?;
         let e_plan = self.plan(E_NET, &[&td, &cd, &td, &ad])?;
         let (e, e_pb) = e_plan.rrule(be, &[&t, &c, &t, &a], &[true, true, true, true])?;
-        let e_mat = self.up(&[n, n], &self.down(&e)?)?;
-        let max_e = self
-            .down(&e_mat)?
-            .iter()
-            .fold(0.0f64, |m, x| m.max(x.abs()));
-        let rule = RuleOptions::broadened((self.opts.broadening * max_e).powi(2));
-        let (eig, eigh_pb) = linalg::eigh_rrule(be, &e_mat, rule)?;
+        let e_host = self.down(&e)?;
+        let e_mat = self.up(&[n, n], &e_host)?;
+        let eig = linalg::eigh(be, &e_mat)?;
         let lam = self.down(&eig.values)?;
         let u = self.down(&eig.vectors)?;
-        let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by(|&i, &j| lam[j].abs().total_cmp(&lam[i].abs()));
-        let top = lam[order[0]].abs();
-        let above = order
-            .iter()
-            .take_while(|&&i| lam[i].abs() > self.opts.cutoff * top)
-            .count();
-        let chi_out = self.opts.chi.min(above).max(1);
-        let kept: Vec<usize> = order[..chi_out].to_vec();
-        let (gap, weight) = if chi_out < n {
-            let (l, d) = (lam[order[chi_out - 1]].abs(), lam[order[chi_out]].abs());
-            ((l - d) / top, d / top)
-        } else {
-            (1.0, 0.0)
-        };
-        let mut kept_values: Vec<f64> = kept.iter().map(|&k| lam[k]).collect();
-        kept_values.sort_by(f64::total_cmp);
-        let kept_gap = kept_values
-            .windows(2)
-            .map(|w| (w[1] - w[0]) / top)
-            .fold(f64::INFINITY, f64::min);
-        // The sign reference u[(0,0)] + u[(0,1)]/2: a fixed linear functional of the rows
-        // (α = 0, ·), so the rule is covariant (see the module docs). Both rows with one
-        // weight would vanish on spin-flip-odd vectors (the flip swaps the bond basis, so
-        // odd vectors have u[(0,0)] = −u[(0,1)]), their larger one is ambiguous for them.
-        let sign: Vec<f64> = kept
-            .iter()
-            .map(|&k| {
-                let r = u[k] + 0.5 * u[n + k];
-                if r < 0.0 { -1.0 } else { 1.0 }
-            })
-            .collect();
-        let mut p = vec![0.0; n * chi_out];
-        for r in 0..n {
-            for (x, &k) in kept.iter().enumerate() {
-                p[r * chi_out + x] = u[r * n + k] * sign[x];
-            }
-        }
+        let clusters = Clusters::new(
+            &e_host,
+            lam,
+            u,
+            self.opts.chi,
+            self.opts.cutoff,
+            self.opts.cluster,
+        )?;
+        let chi_out = clusters.kept();
+        let (gap, weight, kept_gap) = (clusters.gap, clusters.weight, clusters.kept_gap);
+        let p = clusters.w.clone();
         let ud = [chi_in, D, chi_out];
         let ut = self.up(&ud, &p)?;
         let t_plan = self.plan(T_NET, &[&ud, &td, &ad, &ud])?;
         let (t1, t_pb) = t_plan.rrule(be, &[&ut, &t, &a, &ut], &[true, true, true, true])?;
-        let mut c1 = vec![0.0; chi_out * chi_out];
-        for (x, &k) in kept.iter().enumerate() {
-            c1[x * chi_out + x] = lam[k];
-        }
+        let c1 = clusters.corner();
         let t1 = self.down(&t1)?;
         let (c_norm, t_norm) = (norm(&c1), norm(&t1));
         if !(c_norm.is_finite() && t_norm.is_finite() && c_norm > 0.0 && t_norm > 0.0) {
@@ -421,9 +396,7 @@ where
             t,
             a,
             da,
-            e_mat,
-            kept,
-            sign,
+            clusters,
             ut,
             c_unit: c1.iter().map(|x| x / c_norm).collect(),
             t_unit: t1.iter().map(|x| x / t_norm).collect(),
@@ -433,8 +406,6 @@ where
             t_plan,
             e_pb,
             t_pb,
-            eigh_pb,
-            rule,
             gap,
             weight,
             kept_gap,
@@ -633,6 +604,7 @@ where
             method: Method::Gmres,
             tolerance: Some(self.opts.solve_tol),
             restart: 60,
+            max_iterations: Some(3000),
             ..SolverOptions::default()
         };
         let f = ImplicitFunction::<f64, _, _, _, _>::new(solve, FixedPoint::new(conditions))
@@ -769,6 +741,11 @@ impl<B: Backend> Step<B> {
         Ok(self.be.to_host(t)?.as_slice::<f64>()?.to_vec())
     }
 
+    /// The sizes of the kept clusters (multiplets have size > 1).
+    pub(crate) fn cluster_sizes(&self) -> Vec<usize> {
+        self.clusters.members.iter().map(Vec::len).collect()
+    }
+
     /// The step's output `[C'/‖C'‖, T'/‖T'‖]`, flattened.
     pub(crate) fn values(&self) -> Vec<f64> {
         let mut v = self.c_unit.clone();
@@ -783,7 +760,7 @@ impl<B: Backend> Step<B> {
     /// The pushforward of the step along `(dC, dT, dβ)` (`dy = [dC, dT]` flattened).
     pub(crate) fn jvp(&self, dy: Option<&[f64]>, dbeta: f64) -> Result<Vec<f64>> {
         let be = &self.be;
-        let (ci, co, n) = (self.chi_in, self.chi_out, self.n);
+        let (ci, co) = (self.chi_in, self.chi_out);
         let (dc, dt) = match dy {
             Some(dy) => {
                 let (dc, dt) = dy.split_at(ci * ci);
@@ -806,26 +783,13 @@ impl<B: Backend> Step<B> {
             &[&self.t, &self.c, &self.t, &self.a],
             &[dt.as_ref(), dc.as_ref(), dt.as_ref(), da.as_ref()],
         )?;
-        let de = self.up(&[n, n], &self.down(&de)?)?;
-        let (_, tangent) = linalg::eigh_frule(be, &self.e_mat, &de, self.rule)?;
-        let dl = self.down(&tangent.values)?;
-        let dv = self.down(&tangent.vectors)?;
-        let mut dp = vec![0.0; n * co];
-        for r in 0..n {
-            for (x, &k) in self.kept.iter().enumerate() {
-                dp[r * co + x] = dv[r * n + k] * self.sign[x];
-            }
-        }
+        let (dp, dc1) = self.clusters.tangent(&self.down(&de)?);
         let dut = self.up(&[ci, D, co], &dp)?;
         let (_, dt1) = self.t_plan.frule(
             be,
             &[&self.ut, &self.t, &self.a, &self.ut],
             &[Some(&dut), dt.as_ref(), da.as_ref(), Some(&dut)],
         )?;
-        let mut dc1 = vec![0.0; co * co];
-        for (x, &k) in self.kept.iter().enumerate() {
-            dc1[x * co + x] = dl[k];
-        }
         let mut out = normalize_rule(&self.c_unit, self.c_norm, &dc1);
         out.extend(normalize_rule(&self.t_unit, self.t_norm, &self.down(&dt1)?));
         Ok(out)
@@ -833,7 +797,7 @@ impl<B: Backend> Step<B> {
 
     /// The pullback of the step: `(ȳ, β̄)` for the output cotangent `w = [C̄', T̄']`.
     pub(crate) fn vjp(&self, w: &[f64]) -> Result<(Vec<f64>, f64)> {
-        let (ci, co, n) = (self.chi_in, self.chi_out, self.n);
+        let (ci, co) = (self.chi_in, self.chi_out);
         let (wc, wt) = w.split_at(co * co);
         let c1_bar = normalize_rule(&self.c_unit, self.c_norm, wc);
         let t1_bar = normalize_rule(&self.t_unit, self.t_norm, wt);
@@ -845,21 +809,10 @@ impl<B: Backend> Step<B> {
             }
         };
         let (p1, mut t_bar, a_bar, p2) = (part(0)?, part(1)?, part(2)?, part(3)?);
-        let mut v_bar = vec![0.0; n * n];
-        let mut l_bar = vec![0.0; n];
-        for r in 0..n {
-            for (x, &k) in self.kept.iter().enumerate() {
-                v_bar[r * n + k] = (p1[r * co + x] + p2[r * co + x]) * self.sign[x];
-            }
-        }
-        for (x, &k) in self.kept.iter().enumerate() {
-            l_bar[k] = c1_bar[x * co + x];
-        }
-        let e_bar = self.eigh_pb.pullback(
-            Some(&self.up(&[n], &l_bar)?),
-            Some(&self.up(&[n, n], &v_bar)?),
-        )?;
-        let e_bar = self.up(&[ci, D, ci, D], &self.down(&e_bar)?)?;
+        let w_bar: Vec<f64> = p1.iter().zip(&p2).map(|(a, b)| a + b).collect();
+        let e_bar = self.clusters.cotangent(&w_bar, &c1_bar);
+        let e_bar = self.up(&[ci, D, ci, D], &e_bar)?;
+
         let h = self.e_pb.pullback(&e_bar)?;
         let get = |i: usize| -> Result<Vec<f64>> {
             match &h[i] {
@@ -930,4 +883,395 @@ where
 /// The type check the example needs: its CTMRG runs in `f64`.
 pub fn dtype() -> DType {
     DType::F64
+}
+
+/// The generic symmetric 2×2 matrix of the secondary operator `G = I_χ ⊗ M`: any fixed
+/// matrix that acts on the bond index alone is covariant under the gauge group (which acts
+/// on the environment index), and a generic one splits the multiplets.
+const M2: [[f64; 2]; 2] = [[1.0, 0.37], [0.37, -0.61]];
+
+/// `G·v` for `v` of length `n = 2χ`, indexed `(α, i)` row-major.
+fn g_apply(v: &[f64]) -> Vec<f64> {
+    let mut out = vec![0.0; v.len()];
+    for (o, x) in out.chunks_exact_mut(D).zip(v.chunks_exact(D)) {
+        for i in 0..D {
+            o[i] = (0..D).map(|j| M2[i][j] * x[j]).sum();
+        }
+    }
+    out
+}
+
+/// The enlarged corner's eigendecomposition grouped into clusters of (near-)degenerate
+/// eigenvalues, truncated at a cluster boundary, with one canonical orthonormal basis `W`
+/// of the kept subspace and the rules of `(W, C' = Wᵀ E W)` as functions of `E`.
+///
+/// # Canonical basis
+/// Eigenvalues are sorted by `|λ|`, largest first; a new cluster starts at a sign change or
+/// where `|λ|` drops by more than `δ` relative (`δ = CtmOptions::cluster`). Inside a
+/// cluster the eigenvectors are ill-conditioned (exactly degenerate: any rotation is an
+/// eigenbasis); its *subspace* is not. The basis of a cluster of size `g` is the eigenbasis
+/// `W = V·R` of the secondary operator `X = Vᵀ G V` (`G = I_χ ⊗ M`, `M` a fixed generic
+/// symmetric 2×2 matrix on the bond index), eigenvalues `μ` ascending, then the sign rule of
+/// the module docs per column. `G` commutes with every gauge transformation `O ⊗ I` of the
+/// input's environment index, so `W` is covariant (`W → (O⊗I)ᵀ W`), and the step is again
+/// a function of the gauge orbit: the multiplets' continuous gauge is fixed too.
+///
+/// # Rules
+/// With `K = Uᵀ·sym(dE)·U`, for cluster `c` with members `I`:
+/// - subspace: `dW⊥ = U_{∉I}·A·(R D)` with `A_{ji} = K_{ji}/(λ_i − λ_j)` (`j ∉ I`, `i ∈ I`):
+///   the tangent of the projector `Π = V Vᵀ` applied to `W`, `(1 − Π)·dΠ·W` (Kato; the
+///   standard rule of an isolated eigenvalue cluster);
+/// - rotation: `dW = dW⊥ + W Ω`, `Ω_{ij} = −S_{ij}/(μ_i − μ_j)` (`i ≠ j`), `S = dW⊥ᵀ G W +
+///   Wᵀ G dW⊥`, from `d(Wᵀ G W)` staying diagonal and `WᵀW = I`;
+/// - corner: `dC' = dWᵀ (E W) + Wᵀ sym(dE) W + (E W)ᵀ dW`.
+///
+/// The pullback is their transpose ([`Clusters::cotangent`]); a singleton cluster reduces
+/// to the eigh rule of one eigenvector (`Ω` is empty).
+struct Clusters {
+    n: usize,
+    lam: Vec<f64>,
+    /// eigenvectors, `n×n` row-major, column `k` for `lam[k]`
+    u: Vec<f64>,
+    /// per kept cluster: its eigen indices, `R·D` (`g×g` row-major) and `μ`
+    members: Vec<Vec<usize>>,
+    rot: Vec<Vec<f64>>,
+    mu: Vec<Vec<f64>>,
+    /// the canonical basis `W` (`n×χ'` row-major), and `E·W`
+    w: Vec<f64>,
+    ew: Vec<f64>,
+    gap: f64,
+    weight: f64,
+    kept_gap: f64,
+}
+
+impl Clusters {
+    fn new(
+        e: &[f64],
+        lam: Vec<f64>,
+        u: Vec<f64>,
+        chi: usize,
+        cutoff: f64,
+        delta: f64,
+    ) -> Result<Self> {
+        let n = lam.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&i, &j| lam[j].abs().total_cmp(&lam[i].abs()));
+        let top = lam[order[0]].abs();
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        for &k in &order {
+            if lam[k].abs() <= cutoff * top {
+                break;
+            }
+            match groups.last_mut() {
+                Some(g) => {
+                    let prev = lam[*g.last().unwrap()];
+                    if prev.signum() == lam[k].signum()
+                        && prev.abs() - lam[k].abs() <= delta * prev.abs()
+                    {
+                        g.push(k);
+                    } else {
+                        groups.push(vec![k]);
+                    }
+                }
+                None => groups.push(vec![k]),
+            }
+        }
+        if groups.is_empty() || groups[0].len() > 1 {
+            return Err(Error::invalid(
+                "temperature",
+                "the enlarged corner's largest eigenvalue is degenerate: the gauge fixing \
+                 needs a simple leading eigenvalue",
+            ));
+        }
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        let mut kept = 0;
+        for g in groups {
+            if kept + g.len() > chi {
+                break;
+            }
+            kept += g.len();
+            members.push(g);
+        }
+        let next = order.get(kept).map(|&k| lam[k].abs());
+        let last = lam[*members.last().unwrap().last().unwrap()].abs();
+        let (gap, weight) = match next {
+            Some(d) => ((last - d) / top, d / top),
+            None => (1.0, 0.0),
+        };
+        let mut rot = Vec::new();
+        let mut mu = Vec::new();
+        let mut w = vec![0.0; n * kept];
+        let mut col = 0;
+        let mut kept_gap = f64::INFINITY;
+        for m in &members {
+            let g = m.len();
+            let v: Vec<Vec<f64>> = m
+                .iter()
+                .map(|&k| (0..n).map(|r| u[r * n + k]).collect())
+                .collect();
+            let (mus, r) = if g == 1 {
+                (vec![0.0], vec![1.0])
+            } else {
+                let gv: Vec<Vec<f64>> = v.iter().map(|x| g_apply(x)).collect();
+                let x = faer::Mat::from_fn(g, g, |i, j| dot(&v[i], &gv[j]));
+                let x = faer::Mat::from_fn(g, g, |i, j| 0.5 * (x[(i, j)] + x[(j, i)]));
+                let dec = x
+                    .self_adjoint_eigen(faer::Side::Lower)
+                    .map_err(|e| Error::Backend {
+                        backend: "faer".into(),
+                        message: format!("eigh of a {g}×{g} cluster operator: {e:?}"),
+                    })?;
+                let mus: Vec<f64> = (0..g).map(|i| dec.S()[i]).collect();
+                let scale = mus.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+                for pair in mus.windows(2) {
+                    kept_gap = kept_gap.min((pair[1] - pair[0]) / scale.max(f64::MIN_POSITIVE));
+                }
+                let r: Vec<f64> = (0..g * g).map(|k| dec.U()[(k / g, k % g)]).collect();
+                (mus, r)
+            };
+            // canonical columns W = V R, then the sign rule (rows (0,0), (0,1))
+            let mut rd = r.clone();
+            for q in 0..g {
+                let col_q: Vec<f64> = (0..n)
+                    .map(|row| (0..g).map(|p| v[p][row] * r[p * g + q]).sum())
+                    .collect();
+                let sign = if col_q[0] + 0.5 * col_q[1] < 0.0 {
+                    -1.0
+                } else {
+                    1.0
+                };
+                for p in 0..g {
+                    rd[p * g + q] *= sign;
+                }
+                for row in 0..n {
+                    w[row * kept + col + q] = col_q[row] * sign;
+                }
+            }
+            rot.push(rd);
+            mu.push(mus);
+            col += g;
+        }
+        let mut ew = vec![0.0; n * kept];
+        for row in 0..n {
+            for b in 0..n {
+                let e_rb = e[row * n + b];
+                if e_rb != 0.0 {
+                    for x in 0..kept {
+                        ew[row * kept + x] += e_rb * w[b * kept + x];
+                    }
+                }
+            }
+        }
+        Ok(Clusters {
+            n,
+            lam,
+            u,
+            members,
+            rot,
+            mu,
+            w,
+            ew,
+            gap,
+            weight,
+            kept_gap,
+        })
+    }
+
+    /// χ': the number of kept columns.
+    fn kept(&self) -> usize {
+        self.members.iter().map(Vec::len).sum()
+    }
+
+    /// `Xᵀ·Y` for `n×k` row-major `X`, `Y` (`k×k` result).
+    fn at_b(&self, x: &[f64], y: &[f64], k: usize) -> Vec<f64> {
+        let mut out = vec![0.0; k * k];
+        for r in 0..self.n {
+            for i in 0..k {
+                let xi = x[r * k + i];
+                if xi != 0.0 {
+                    for j in 0..k {
+                        out[i * k + j] += xi * y[r * k + j];
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// `C' = Wᵀ E W` (`χ'×χ'` row-major).
+    fn corner(&self) -> Vec<f64> {
+        self.at_b(&self.w, &self.ew, self.kept())
+    }
+
+    fn sym(&self, m: &[f64]) -> Vec<f64> {
+        let n = self.n;
+        (0..n * n)
+            .map(|k| 0.5 * (m[k] + m[(k % n) * n + k / n]))
+            .collect()
+    }
+
+    /// `u_j` as a vector.
+    fn vector(&self, j: usize) -> Vec<f64> {
+        (0..self.n).map(|r| self.u[r * self.n + j]).collect()
+    }
+
+    /// The tangents `(dW, dC')` for `dE` (`n×n` row-major).
+    fn tangent(&self, de: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        let (n, k) = (self.n, self.kept());
+        let des = self.sym(de);
+        let mut dw = vec![0.0; n * k];
+        let mut col = 0;
+        for (c, m) in self.members.iter().enumerate() {
+            let g = m.len();
+            let rd = &self.rot[c];
+            // A[j][p] = u_jᵀ dE u_{m_p} / (λ_{m_p} − λ_j), j outside the cluster
+            let mut dwp = vec![vec![0.0; n]; g]; // per member p: Σ_j u_j A_jp
+            for (p, &i) in m.iter().enumerate() {
+                let ui = self.vector(i);
+                let m1: Vec<f64> = (0..n)
+                    .map(|r| (0..n).map(|b| des[r * n + b] * ui[b]).sum())
+                    .collect();
+                for j in 0..n {
+                    if m.contains(&j) {
+                        continue;
+                    }
+                    let uj = self.vector(j);
+                    let a = dot(&uj, &m1) / (self.lam[i] - self.lam[j]);
+                    dwp[p].iter_mut().zip(&uj).for_each(|(o, x)| *o += a * x);
+                }
+            }
+            // dW⊥ columns: Σ_p dwp_p (R D)[p, q]
+            let perp: Vec<Vec<f64>> = (0..g)
+                .map(|q| {
+                    (0..n)
+                        .map(|r| (0..g).map(|p| dwp[p][r] * rd[p * g + q]).sum())
+                        .collect()
+                })
+                .collect();
+            let wc: Vec<Vec<f64>> = (0..g)
+                .map(|q| (0..n).map(|r| self.w[r * k + col + q]).collect())
+                .collect();
+            let gw: Vec<Vec<f64>> = wc.iter().map(|x| g_apply(x)).collect();
+            for q in 0..g {
+                let mut d = perp[q].clone();
+                for p in 0..g {
+                    if p == q {
+                        continue;
+                    }
+                    // (W Ω)[:, q] = Σ_p W_p Ω_pq, Ω_pq = −S_pq/(μ_p − μ_q)
+                    let s_pq = dot(&perp[p], &gw[q]) + dot(&gw[p], &perp[q]);
+                    let omega = -s_pq / (self.mu[c][p] - self.mu[c][q]);
+                    d.iter_mut().zip(&wc[p]).for_each(|(o, x)| *o += omega * x);
+                }
+                for r in 0..n {
+                    dw[r * k + col + q] = d[r];
+                }
+            }
+            col += g;
+        }
+        // dC' = dWᵀ EW + Wᵀ dE W + EWᵀ dW
+        let mut dew = vec![0.0; n * k];
+        for r in 0..n {
+            for b in 0..n {
+                let e = des[r * n + b];
+                if e != 0.0 {
+                    for x in 0..k {
+                        dew[r * k + x] += e * self.w[b * k + x];
+                    }
+                }
+            }
+        }
+        let a1 = self.at_b(&dw, &self.ew, k);
+        let a2 = self.at_b(&self.w, &dew, k);
+        let a3 = self.at_b(&self.ew, &dw, k);
+        let dc = (0..k * k).map(|i| a1[i] + a2[i] + a3[i]).collect();
+        (dw, dc)
+    }
+
+    /// The cotangent `Ē` (`n×n` row-major, symmetric) for `(W̄, C̄')`: the transpose of
+    /// [`Clusters::tangent`].
+    fn cotangent(&self, w_bar: &[f64], c_bar: &[f64]) -> Vec<f64> {
+        let (n, k) = (self.n, self.kept());
+        // W̄ += EW (C̄ + C̄ᵀ); Ē = W C̄ Wᵀ
+        let mut wb = w_bar.to_vec();
+        for r in 0..n {
+            for x in 0..k {
+                wb[r * k + x] += (0..k)
+                    .map(|y| self.ew[r * k + y] * (c_bar[y * k + x] + c_bar[x * k + y]))
+                    .sum::<f64>();
+            }
+        }
+        let mut eb = vec![0.0; n * n];
+        for r in 0..n {
+            for s in 0..n {
+                let mut acc = 0.0;
+                for x in 0..k {
+                    let wx = self.w[r * k + x];
+                    if wx != 0.0 {
+                        acc += wx
+                            * (0..k)
+                                .map(|y| c_bar[x * k + y] * self.w[s * k + y])
+                                .sum::<f64>();
+                    }
+                }
+                eb[r * n + s] = acc;
+            }
+        }
+        let mut col = 0;
+        for (c, m) in self.members.iter().enumerate() {
+            let g = m.len();
+            let rd = &self.rot[c];
+            let wc: Vec<Vec<f64>> = (0..g)
+                .map(|q| (0..n).map(|r| self.w[r * k + col + q]).collect())
+                .collect();
+            let wbc: Vec<Vec<f64>> = (0..g)
+                .map(|q| (0..n).map(|r| wb[r * k + col + q]).collect())
+                .collect();
+            // W̄⊥ = W̄_c − G W_c (Z + Zᵀ), Z_pq = (W_pᵀ W̄_q)/(μ_p − μ_q)
+            let mut z = vec![0.0; g * g];
+            for p in 0..g {
+                for q in 0..g {
+                    if p != q {
+                        z[p * g + q] = dot(&wc[p], &wbc[q]) / (self.mu[c][p] - self.mu[c][q]);
+                    }
+                }
+            }
+            let gw: Vec<Vec<f64>> = wc.iter().map(|x| g_apply(x)).collect();
+            let wbp: Vec<Vec<f64>> = (0..g)
+                .map(|q| {
+                    let mut v = wbc[q].clone();
+                    for p in 0..g {
+                        let zz = z[p * g + q] + z[q * g + p];
+                        if zz != 0.0 {
+                            v.iter_mut().zip(&gw[p]).for_each(|(o, x)| *o -= zz * x);
+                        }
+                    }
+                    v
+                })
+                .collect();
+            // per member p: (W̄⊥ (R D)ᵀ)[:, p] = Σ_q W̄⊥_q (R D)[p, q]
+            for (p, &i) in m.iter().enumerate() {
+                let bp: Vec<f64> = (0..n)
+                    .map(|r| (0..g).map(|q| wbp[q][r] * rd[p * g + q]).sum())
+                    .collect();
+                let ui = self.vector(i);
+                let mut v = vec![0.0; n];
+                for j in 0..n {
+                    if m.contains(&j) {
+                        continue;
+                    }
+                    let uj = self.vector(j);
+                    let kb = dot(&uj, &bp) / (self.lam[i] - self.lam[j]);
+                    v.iter_mut().zip(&uj).for_each(|(o, x)| *o += kb * x);
+                }
+                for r in 0..n {
+                    for s in 0..n {
+                        eb[r * n + s] += v[r] * ui[s];
+                    }
+                }
+            }
+            col += g;
+        }
+        self.sym(&eb)
+    }
 }
