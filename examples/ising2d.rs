@@ -30,7 +30,7 @@ use std::time::Instant;
 
 use adrules::{Backend, DType, Result};
 use clap::{Parser, ValueEnum};
-use cli::{BackendChoice, Pending, check_output, destination};
+use cli::{BackendChoice, Panel, Pending, check_outputs, draw_panel, temperature_grid};
 use indicatif::{ProgressBar, ProgressStyle};
 use ising::{Point, Real, Strip, Timings};
 
@@ -295,40 +295,8 @@ pub fn check(args: &Args) -> std::result::Result<Plan, String> {
             ising::MAX_TOL
         ));
     }
-    check_output("--csv", &args.csv)?;
-    check_output("--png", &args.png)?;
-    if !args
-        .png
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("png"))
-    {
-        return Err(format!(
-            "--png {}: the chart is written as PNG, use a .png path",
-            args.png.display()
-        ));
-    }
-    if destination(&args.csv)? == destination(&args.png)? {
-        return Err(format!(
-            "--csv {} and --png {} name the same file",
-            args.csv.display(),
-            args.png.display()
-        ));
-    }
-    let step = if args.points > 1 {
-        (t_max - t_min) / (args.points - 1) as f64
-    } else {
-        0.0
-    };
-    let temperatures = (0..args.points)
-        .map(|i| {
-            if i + 1 == args.points {
-                t_max
-            } else {
-                t_min + step * i as f64
-            }
-        })
-        .collect();
+    check_outputs(&args.csv, &args.png)?;
+    let temperatures = temperature_grid(t_min, t_max, args.points);
     Ok(Plan { temperatures, tol })
 }
 
@@ -572,95 +540,34 @@ fn plot(
         (0.9 * t0, 1.1 * t0)
     };
     let tc = onsager::critical_temperature();
-    let exact: Vec<f64> = (0..=400)
-        .map(|i| x0 + (x1 - x0) * i as f64 / 400.0)
-        .collect();
-    type Getter = fn(&Point) -> f64;
-    type Exact = fn(f64) -> f64;
-    let panels: [(&_, &str, &str, Getter, Exact); 2] = [
+    let u_exact = |t: f64| onsager::internal_energy(1.0 / t);
+    let c_exact = |t: f64| onsager::specific_heat(1.0 / t);
+    let panels = [
         (
             &left,
-            "internal energy u",
-            "u per site (J = k_B = 1)",
-            |p| p.u,
-            |t| onsager::internal_energy(1.0 / t),
+            Panel {
+                caption: format!("internal energy u, W = {width} vs Onsager (W = ∞)"),
+                y_desc: "u per site (J = k_B = 1)",
+                points: points.iter().map(|p| (p.temperature, p.u)).collect(),
+                exact: &u_exact,
+                labels: ("exact, W = ∞", format!("adrules, W = {width}")),
+                y_cap: None,
+            },
         ),
         (
             &right,
-            "specific heat c",
-            "c per site (J = k_B = 1)",
-            |p| p.c,
-            |t| onsager::specific_heat(1.0 / t),
+            Panel {
+                caption: format!("specific heat c, W = {width} vs Onsager (W = ∞)"),
+                y_desc: "c per site (J = k_B = 1)",
+                points: points.iter().map(|p| (p.temperature, p.c)).collect(),
+                exact: &c_exact,
+                labels: ("exact, W = ∞", format!("adrules, W = {width}")),
+                y_cap: Some(3.0),
+            },
         ),
     ];
-    for (area, name, y_desc, get, exact_fn) in panels {
-        let ys: Vec<f64> = points
-            .iter()
-            .map(get)
-            .chain(exact.iter().map(|&t| exact_fn(t)).filter(|y| y.is_finite()))
-            .collect();
-        let (lo, hi) = ys
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &y| {
-                (a.min(y), b.max(y))
-            });
-        let pad = 0.05 * (hi - lo).max(1e-9);
-        let hi = if name.starts_with("specific") {
-            hi.min(3.0)
-        } else {
-            hi
-        };
-        let (y0, y1) = (lo - pad, hi + pad);
-        let mut chart = ChartBuilder::on(area)
-            .caption(
-                format!("{name}, W = {width} vs Onsager (W = ∞)"),
-                ("sans-serif", 18),
-            )
-            .margin(10)
-            .x_label_area_size(35)
-            .y_label_area_size(60)
-            .build_cartesian_2d(x0..x1, y0..y1)?;
-        chart
-            .configure_mesh()
-            .x_desc("T (J = k_B = 1)")
-            .y_desc(y_desc)
-            .axis_desc_style(("sans-serif", 15))
-            .draw()?;
-        if (x0..=x1).contains(&tc) {
-            let marker = RGBColor(40, 90, 200);
-            chart
-                .draw_series(DashedLineSeries::new(
-                    [(tc, y0), (tc, y1)],
-                    6,
-                    4,
-                    marker.stroke_width(1),
-                ))?
-                .label(format!("T_c = 2/ln(1+√2) ≈ {tc:.3}"))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], marker));
-        }
-        chart
-            .draw_series(LineSeries::new(
-                exact
-                    .iter()
-                    .map(|&t| (t, exact_fn(t)))
-                    .filter(|(_, y)| y.is_finite()),
-                &BLACK,
-            ))?
-            .label("exact, W = ∞")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], BLACK));
-        chart
-            .draw_series(
-                points
-                    .iter()
-                    .map(|p| Circle::new((p.temperature, get(p)), 3, RED.filled())),
-            )?
-            .label(format!("adrules, W = {width}"))
-            .legend(|(x, y)| Circle::new((x + 7, y), 3, RED.filled()));
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
+    for (area, panel) in &panels {
+        draw_panel(area, (x0, x1), tc, panel)?;
     }
     root.present()?;
     Ok(())

@@ -474,17 +474,12 @@ fn bad_arguments_are_refused_before_any_file_is_touched() {
             &["--csv", "does not exist"],
         ),
     ];
-    for (extra, expected) in cases {
-        let msg =
-            example::run(&args_in(&dir, extra)).expect_err(&format!("{extra:?} was accepted"));
-        for part in *expected {
-            assert!(
-                msg.contains(part),
-                "{extra:?}: {msg:?} does not say {part:?}"
-            );
-        }
-        assert_eq!(listing(&dir), before, "{extra:?} changed the directory");
-    }
+    outputs::assert_refused(
+        |extra| example::run(&args_in(&dir, extra)),
+        &dir,
+        &before,
+        cases,
+    );
     let mut args = args_in(&dir, &[]);
     args.csv = dir.join("./ctmrg.png");
     let msg = example::run(&args).unwrap_err();
@@ -550,8 +545,7 @@ fn a_successful_run_replaces_both_outputs_and_reports_failed_temperatures() {
         "{}",
         lines[3]
     );
-    assert_eq!(&files[1].1[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
-    assert!(files[1].1.len() > 10_000, "an empty chart");
+    outputs::assert_chart(&files[1].1);
 }
 
 #[test]
@@ -559,20 +553,12 @@ fn a_backend_missing_from_the_build_names_its_feature() {
     let guard = scratch("backend");
     let dir = guard.0.clone();
     let before = earlier_outputs(&dir);
-    let built = [
-        ("candle", cfg!(feature = "candle")),
-        ("burn", cfg!(feature = "burn")),
-        ("dfdx", cfg!(feature = "dfdx")),
-    ];
-    for (name, _) in built.iter().filter(|(_, b)| !b) {
-        let msg = example::run(&args_in(&dir, &["--backend", name])).unwrap_err();
-        assert!(
-            msg.contains(&format!("rebuild with `--features {name}`"))
-                && msg.contains("--example ctmrg"),
-            "{msg}"
-        );
-        assert_eq!(listing(&dir), before);
-    }
+    outputs::assert_missing_backends_refused(
+        |extra| example::run(&args_in(&dir, extra)),
+        &dir,
+        &before,
+        "ctmrg",
+    );
 }
 
 /// Every engine built in gives the strided backend's numbers (the same rules on its

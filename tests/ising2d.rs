@@ -346,17 +346,12 @@ fn bad_arguments_are_refused_before_any_file_is_touched() {
             &["--csv", "does not exist"],
         ),
     ];
-    for (extra, expected) in cases {
-        let msg =
-            example::run(&args_in(&dir, extra)).expect_err(&format!("{extra:?} was accepted"));
-        for part in *expected {
-            assert!(
-                msg.contains(part),
-                "{extra:?}: {msg:?} does not say {part:?}"
-            );
-        }
-        assert_eq!(listing(&dir), before, "{extra:?} changed the directory");
-    }
+    outputs::assert_refused(
+        |extra| example::run(&args_in(&dir, extra)),
+        &dir,
+        &before,
+        cases,
+    );
     // f64 is already in use: the cold-temperature message offers only a warmer t-min
     let msg = example::run(&args_in(&dir, &["--t-min", "0.01"])).unwrap_err();
     assert!(
@@ -449,8 +444,7 @@ fn a_successful_run_replaces_both_outputs() {
         .map(|l| l.split(',').next().unwrap().parse().unwrap())
         .collect();
     assert_eq!(temps, [2.0, 2.5, 3.0]);
-    assert_eq!(&files[1].1[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
-    assert!(files[1].1.len() > 10_000, "an empty chart");
+    outputs::assert_chart(&files[1].1);
 }
 
 #[test]
@@ -458,21 +452,12 @@ fn a_backend_missing_from_the_build_names_its_feature() {
     let guard = scratch("backend");
     let dir = guard.0.clone();
     let before = earlier_outputs(&dir);
-    let built = [
-        ("candle", cfg!(feature = "candle")),
-        ("burn", cfg!(feature = "burn")),
-        ("dfdx", cfg!(feature = "dfdx")),
-    ];
-    for (name, _) in built.iter().filter(|(_, b)| !b) {
-        // clap accepts the name; the example then says how to build it in
-        let msg = example::run(&args_in(&dir, &["--backend", name])).unwrap_err();
-        assert!(
-            msg.contains(&format!("rebuild with `--features {name}`")),
-            "{msg}"
-        );
-        assert!(!msg.contains("invalid value"), "{msg}");
-        assert_eq!(listing(&dir), before);
-    }
+    outputs::assert_missing_backends_refused(
+        |extra| example::run(&args_in(&dir, extra)),
+        &dir,
+        &before,
+        "ising2d",
+    );
     let e = Args::try_parse_from(["ising2d", "--backend", "tensorflow"]).unwrap_err();
     assert!(e.to_string().contains("strided"), "{e}");
     if cfg!(feature = "dfdx") {

@@ -90,6 +90,52 @@ pub fn check_output(option: &str, path: &Path) -> std::result::Result<(), String
     Ok(())
 }
 
+/// Checks the CSV and PNG output paths of an example: files in existing directories, a
+/// `.png` chart, two different files.
+///
+/// # Errors
+/// A message naming the offending option.
+pub fn check_outputs(csv: &Path, png: &Path) -> std::result::Result<(), String> {
+    check_output("--csv", csv)?;
+    check_output("--png", png)?;
+    if !png
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"))
+    {
+        return Err(format!(
+            "--png {}: the chart is written as PNG, use a .png path",
+            png.display()
+        ));
+    }
+    if destination(csv)? == destination(png)? {
+        return Err(format!(
+            "--csv {} and --png {} name the same file",
+            csv.display(),
+            png.display()
+        ));
+    }
+    Ok(())
+}
+
+/// `points` temperatures evenly spaced from `t_min` to `t_max`, both ends exact.
+pub fn temperature_grid(t_min: f64, t_max: f64, points: usize) -> Vec<f64> {
+    let step = if points > 1 {
+        (t_max - t_min) / (points - 1) as f64
+    } else {
+        0.0
+    };
+    (0..points)
+        .map(|i| {
+            if i + 1 == points {
+                t_max
+            } else {
+                t_min + step * i as f64
+            }
+        })
+        .collect()
+}
+
 /// An output written to a fresh temporary file beside its destination, renamed over it by
 /// [`Pending::commit`]; dropped uncommitted, the temporary file is removed and the
 /// destination is left as it was.
@@ -150,4 +196,98 @@ impl Drop for Pending {
             let _ = std::fs::remove_file(&self.tmp);
         }
     }
+}
+
+/// One panel of an example's chart: measured points against an exact curve.
+pub struct Panel<'a> {
+    /// the panel's title
+    pub caption: String,
+    /// the y axis' description
+    pub y_desc: &'a str,
+    /// the measured `(T, y)` points
+    pub points: Vec<(f64, f64)>,
+    /// the exact curve `y(T)` (non-finite values are skipped)
+    pub exact: &'a dyn Fn(f64) -> f64,
+    /// the legends of the exact curve and of the points
+    pub labels: (&'a str, String),
+    /// an upper limit of the y range (a divergence at `T_c` would flatten the rest)
+    pub y_cap: Option<f64>,
+}
+
+/// Draws `panel` on `area` over the temperatures `(x0, x1)`, with a dashed line at
+/// Onsager's critical temperature `tc` when it is in range.
+///
+/// # Errors
+/// The drawing backend's.
+pub fn draw_panel(
+    area: &plotters::drawing::DrawingArea<
+        plotters::prelude::BitMapBackend<'_>,
+        plotters::coord::Shift,
+    >,
+    (x0, x1): (f64, f64),
+    tc: f64,
+    panel: &Panel<'_>,
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    let exact: Vec<f64> = (0..=400)
+        .map(|i| x0 + (x1 - x0) * i as f64 / 400.0)
+        .collect();
+    let curve: Vec<(f64, f64)> = exact
+        .iter()
+        .map(|&t| (t, (panel.exact)(t)))
+        .filter(|(_, y)| y.is_finite())
+        .collect();
+    let (lo, hi) = panel
+        .points
+        .iter()
+        .chain(&curve)
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &(_, y)| {
+            (a.min(y), b.max(y))
+        });
+    let hi = panel.y_cap.map_or(hi, |cap| hi.min(cap));
+    let pad = 0.05 * (hi - lo).max(1e-9);
+    let (y0, y1) = (lo - pad, hi + pad);
+    let mut chart = ChartBuilder::on(area)
+        .caption(&panel.caption, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x0..x1, y0..y1)?;
+    chart
+        .configure_mesh()
+        .x_desc("T (J = k_B = 1)")
+        .y_desc(panel.y_desc)
+        .axis_desc_style(("sans-serif", 15))
+        .draw()?;
+    if (x0..=x1).contains(&tc) {
+        let marker = RGBColor(40, 90, 200);
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(tc, y0), (tc, y1)],
+                6,
+                4,
+                marker.stroke_width(1),
+            ))?
+            .label(format!("T_c = 2/ln(1+√2) ≈ {tc:.3}"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], marker));
+    }
+    chart
+        .draw_series(LineSeries::new(curve, &BLACK))?
+        .label(panel.labels.0)
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], BLACK));
+    chart
+        .draw_series(
+            panel
+                .points
+                .iter()
+                .map(|&p| Circle::new(p, 3, RED.filled())),
+        )?
+        .label(&panel.labels.1)
+        .legend(|(x, y)| Circle::new((x + 7, y), 3, RED.filled()));
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
 }

@@ -145,6 +145,25 @@ fn patch_tangents<'a, X>(dc: &'a X, dt: &'a X, centre: &'a X) -> Vec<Option<&'a 
     patch(dc, dt, centre).into_iter().map(Some).collect()
 }
 
+/// The iteration's start at `β`: the up boundary below `T_c` (it selects the up state), the
+/// free one above.
+fn start(beta: f64) -> (Vec<f64>, Vec<f64>) {
+    let tc = 2.0 / (1.0 + 2f64.sqrt()).ln();
+    initial_environment(beta, 1.0 / beta < tc)
+}
+
+/// A temperature must be positive and finite.
+fn checked(temperature: f64) -> Result<()> {
+    if temperature.is_finite() && temperature > 0.0 {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "temperature",
+            format!("must be positive and finite, got {temperature}"),
+        ))
+    }
+}
+
 fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
@@ -419,8 +438,7 @@ where
     /// [`Error::NotConverged`] at `opts.max_iter`; [`Error::InvalidArgument`] for a
     /// non-positive temperature; backend errors.
     pub fn fixed_point(&self, beta: f64) -> Result<(Vec<f64>, Vec<f64>, CtmStats)> {
-        let tc = 2.0 / (1.0 + 2f64.sqrt()).ln();
-        let (mut c, mut t) = initial_environment(beta, 1.0 / beta < tc);
+        let (mut c, mut t) = start(beta);
         let mut stats = CtmStats::default();
         for it in 1..=self.opts.max_iter {
             let s = self.linearize_step(beta, &c, &t)?;
@@ -537,18 +555,12 @@ where
     /// # Errors
     /// As [`Ctm::point`]; [`Error::InvalidArgument`] for zero iterations.
     pub fn unrolled_energy(&self, temperature: f64, iterations: usize) -> Result<f64> {
-        if !(temperature.is_finite() && temperature > 0.0) {
-            return Err(Error::invalid(
-                "temperature",
-                format!("must be positive and finite, got {temperature}"),
-            ));
-        }
+        checked(temperature)?;
         if iterations == 0 {
             return Err(Error::invalid("iterations", "must be at least 1"));
         }
         let beta = 1.0 / temperature;
-        let tc = 2.0 / (1.0 + 2f64.sqrt()).ln();
-        let (mut c, mut t) = initial_environment(beta, temperature < tc);
+        let (mut c, mut t) = start(beta);
         let mut tape = Vec::with_capacity(iterations);
         for _ in 0..iterations {
             let s = self.linearize_step(beta, &c, &t)?;
@@ -619,12 +631,7 @@ where
     /// # Errors
     /// As [`Ctm::unrolled_energy`].
     pub fn implicit_energy(&self, temperature: f64, iterations: usize) -> Result<f64> {
-        if !(temperature.is_finite() && temperature > 0.0) {
-            return Err(Error::invalid(
-                "temperature",
-                format!("must be positive and finite, got {temperature}"),
-            ));
-        }
+        checked(temperature)?;
         if iterations == 0 {
             return Err(Error::invalid("iterations", "must be at least 1"));
         }
@@ -639,8 +646,7 @@ where
 
     /// Exactly `n` CTM steps from the boundary state.
     fn iterate(&self, beta: f64, n: usize) -> Result<(Vec<f64>, Vec<f64>, CtmStats)> {
-        let tc = 2.0 / (1.0 + 2f64.sqrt()).ln();
-        let (mut c, mut t) = initial_environment(beta, 1.0 / beta < tc);
+        let (mut c, mut t) = start(beta);
         let mut stats = CtmStats::default();
         for it in 1..=n {
             let s = self.linearize_step(beta, &c, &t)?;
@@ -668,12 +674,7 @@ where
     /// [`Error::InvalidArgument`] for a temperature that is not positive and finite; those of
     /// [`Ctm::fixed_point`] and of the implicit rule's solves.
     pub fn point(&self, temperature: f64) -> Result<CtmPoint> {
-        if !(temperature.is_finite() && temperature > 0.0) {
-            return Err(Error::invalid(
-                "temperature",
-                format!("must be positive and finite, got {temperature}"),
-            ));
-        }
+        checked(temperature)?;
         let beta = 1.0 / temperature;
         let be = &self.be;
         let (lin, stats) = self.implicit(beta, None)?;
@@ -890,6 +891,22 @@ pub fn dtype() -> DType {
 /// on the environment index), and a generic one splits the multiplets.
 const M2: [[f64; 2]; 2] = [[1.0, 0.37], [0.37, -0.61]];
 
+/// `Xᵀ·Y` for row-major `X: n×a`, `Y: n×b` (faer), row-major `a×b`.
+fn xt_y(x: &[f64], y: &[f64], n: usize, a: usize, b: usize) -> Vec<f64> {
+    let x = faer::MatRef::from_row_major_slice(x, n, a);
+    let y = faer::MatRef::from_row_major_slice(y, n, b);
+    let p = x.transpose() * y;
+    (0..a * b).map(|k| p[(k / b, k % b)]).collect()
+}
+
+/// `A·B` for row-major `A: n×n`, `B: n×k` (faer), row-major `n×k`.
+fn mat_mul(a: &[f64], b: &[f64], n: usize, k: usize) -> Vec<f64> {
+    let a = faer::MatRef::from_row_major_slice(a, n, n);
+    let b = faer::MatRef::from_row_major_slice(b, n, k);
+    let p = a * b;
+    (0..n * k).map(|i| p[(i / k, i % k)]).collect()
+}
+
 /// `G·v` for `v` of length `n = 2χ`, indexed `(α, i)` row-major.
 fn g_apply(v: &[f64]) -> Vec<f64> {
     let mut out = vec![0.0; v.len()];
@@ -1051,17 +1068,7 @@ impl Clusters {
             mu.push(mus);
             col += g;
         }
-        let mut ew = vec![0.0; n * kept];
-        for row in 0..n {
-            for b in 0..n {
-                let e_rb = e[row * n + b];
-                if e_rb != 0.0 {
-                    for x in 0..kept {
-                        ew[row * kept + x] += e_rb * w[b * kept + x];
-                    }
-                }
-            }
-        }
+        let ew = mat_mul(e, &w, n, kept);
         Ok(Clusters {
             n,
             lam,
@@ -1084,18 +1091,7 @@ impl Clusters {
 
     /// `Xᵀ·Y` for `n×k` row-major `X`, `Y` (`k×k` result).
     fn at_b(&self, x: &[f64], y: &[f64], k: usize) -> Vec<f64> {
-        let mut out = vec![0.0; k * k];
-        for r in 0..self.n {
-            for i in 0..k {
-                let xi = x[r * k + i];
-                if xi != 0.0 {
-                    for j in 0..k {
-                        out[i * k + j] += xi * y[r * k + j];
-                    }
-                }
-            }
-        }
-        out
+        xt_y(x, y, self.n, k, k)
     }
 
     /// `C' = Wᵀ E W` (`χ'×χ'` row-major).
@@ -1170,17 +1166,7 @@ impl Clusters {
             col += g;
         }
         // dC' = dWᵀ EW + Wᵀ dE W + EWᵀ dW
-        let mut dew = vec![0.0; n * k];
-        for r in 0..n {
-            for b in 0..n {
-                let e = des[r * n + b];
-                if e != 0.0 {
-                    for x in 0..k {
-                        dew[r * k + x] += e * self.w[b * k + x];
-                    }
-                }
-            }
-        }
+        let dew = mat_mul(&des, &self.w, n, k);
         let a1 = self.at_b(&dw, &self.ew, k);
         let a2 = self.at_b(&self.w, &dew, k);
         let a3 = self.at_b(&self.ew, &dw, k);
@@ -1192,31 +1178,17 @@ impl Clusters {
     /// [`Clusters::tangent`].
     fn cotangent(&self, w_bar: &[f64], c_bar: &[f64]) -> Vec<f64> {
         let (n, k) = (self.n, self.kept());
-        // W̄ += EW (C̄ + C̄ᵀ); Ē = W C̄ Wᵀ
-        let mut wb = w_bar.to_vec();
-        for r in 0..n {
-            for x in 0..k {
-                wb[r * k + x] += (0..k)
-                    .map(|y| self.ew[r * k + y] * (c_bar[y * k + x] + c_bar[x * k + y]))
-                    .sum::<f64>();
-            }
-        }
-        let mut eb = vec![0.0; n * n];
-        for r in 0..n {
-            for s in 0..n {
-                let mut acc = 0.0;
-                for x in 0..k {
-                    let wx = self.w[r * k + x];
-                    if wx != 0.0 {
-                        acc += wx
-                            * (0..k)
-                                .map(|y| c_bar[x * k + y] * self.w[s * k + y])
-                                .sum::<f64>();
-                    }
-                }
-                eb[r * n + s] = acc;
-            }
-        }
+        // W̄ += EW (C̄ + C̄ᵀ); Ē = W C̄ Wᵀ (faer)
+        let ew = faer::MatRef::from_row_major_slice(&self.ew, n, k);
+        let w = faer::MatRef::from_row_major_slice(&self.w, n, k);
+        let cb = faer::MatRef::from_row_major_slice(c_bar, k, k);
+        let cs = faer::Mat::from_fn(k, k, |i, j| cb[(i, j)] + cb[(j, i)]);
+        let extra = ew * &cs;
+        let wb: Vec<f64> = (0..n * k)
+            .map(|i| w_bar[i] + extra[(i / k, i % k)])
+            .collect();
+        let e_cw = w * cb * w.transpose();
+        let mut eb: Vec<f64> = (0..n * n).map(|i| e_cw[(i / n, i % n)]).collect();
         let mut col = 0;
         for (c, m) in self.members.iter().enumerate() {
             let g = m.len();

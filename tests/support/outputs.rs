@@ -51,3 +51,63 @@ pub fn earlier_outputs(dir: &Path, example: &str) -> Vec<(String, Vec<u8>)> {
     .unwrap();
     listing(dir)
 }
+
+/// The adapters this build lacks (each example must refuse `--backend` for them, naming the
+/// feature that builds them in).
+pub fn missing_backends() -> Vec<&'static str> {
+    [
+        ("candle", cfg!(feature = "candle")),
+        ("burn", cfg!(feature = "burn")),
+        ("dfdx", cfg!(feature = "dfdx")),
+    ]
+    .into_iter()
+    .filter(|(_, built)| !built)
+    .map(|(name, _)| name)
+    .collect()
+}
+
+/// Runs each of `cases` (extra arguments, and the parts the refusal must say) through `run`,
+/// which must refuse it without changing `dir` (whose listing was `before`).
+pub fn assert_refused(
+    run: impl Fn(&[&str]) -> Result<(), String>,
+    dir: &Path,
+    before: &[(String, Vec<u8>)],
+    cases: &[(&[&str], &[&str])],
+) {
+    for (extra, expected) in cases {
+        let msg = run(extra).expect_err(&format!("{extra:?} was accepted"));
+        for part in *expected {
+            assert!(
+                msg.contains(part),
+                "{extra:?}: {msg:?} does not say {part:?}"
+            );
+        }
+        assert_eq!(listing(dir), before, "{extra:?} changed the directory");
+    }
+}
+
+/// `bytes` is a PNG file with something drawn in it.
+pub fn assert_chart(bytes: &[u8]) {
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
+    assert!(bytes.len() > 10_000, "an empty chart");
+}
+
+/// `run --backend NAME` is refused for every adapter this build lacks, naming the feature
+/// and the example to rebuild, without changing `dir`.
+pub fn assert_missing_backends_refused(
+    run: impl Fn(&[&str]) -> Result<(), String>,
+    dir: &Path,
+    before: &[(String, Vec<u8>)],
+    example: &str,
+) {
+    for name in missing_backends() {
+        let msg = run(&["--backend", name]).unwrap_err();
+        assert!(
+            msg.contains(&format!("rebuild with `--features {name}`"))
+                && msg.contains(&format!("--example {example}")),
+            "{msg}"
+        );
+        assert!(!msg.contains("invalid value"), "{msg}");
+        assert_eq!(listing(dir), before);
+    }
+}
