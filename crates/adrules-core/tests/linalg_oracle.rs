@@ -262,6 +262,49 @@ fn eigh_matches_the_oracle() {
     assert!(checked >= 32, "only {checked} probes");
 }
 
+/// Second order: the Hessian-vector products of `φ(A) = ⟨λ̄, λ⟩ + ⟨Ȳ, |V|⟩` (through the
+/// Hermitian wrapper) by [`EighPullback::pullback_tangent`], with the tangent of the `|V|`
+/// cotangent along the path, against the oracle's `hvp` entries.
+#[test]
+fn eigh_hvp_matches_the_oracle() {
+    let mut checked = 0;
+    for case in cases("eigh_values_vectors_abs.jsonl") {
+        let dt = case.dtype;
+        let b = plus_adjoint(&case.inputs["a"]);
+        let be = be();
+        for p in &case.probes {
+            let Some(want) = p.hvp.get("a") else { continue };
+            let b_dot = plus_adjoint(&p.direction["a"]);
+            let (out, tan) =
+                eigh_frule(&be, &dev(&b), &dev(&b_dot), RuleOptions::default()).unwrap();
+            let (v, v_dot) = (host(&out.vectors), host(&tan.vectors));
+            let y = &p.cotangents["vectors"];
+            let vbar = dev(&abs_cotangent(&v, y, dt));
+            let vbar_dot = dev(&abs_cotangent_tangent(&v, &v_dot, y, dt));
+            let lbar = dev(&p.cotangents["values"]);
+            let (_, pb) = eigh_rrule(&be, &dev(&b), RuleOptions::default()).unwrap();
+            let (_, dot) = pb
+                .pullback_tangent(
+                    Some(&lbar),
+                    Some(&vbar),
+                    &dev(&b_dot),
+                    None,
+                    Some(&vbar_dot),
+                )
+                .unwrap_or_else(|e| panic!("{}: {e}", case.id));
+            let got = plus_adjoint(&host(&dot));
+            assert_close(
+                case.second_order_tolerance(),
+                &got,
+                want,
+                &format!("{} hvp a", case.id),
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 16, "only {checked} probes");
+}
+
 /// PyTorch's `test_invariance_error_spectral_decompositions`: `|Σ(U + Vh)|` for the SVD and
 /// `|Σ V|` for eigh depend on the phases of the vectors, and must be refused.
 #[test]

@@ -470,6 +470,59 @@ fn eigh_rules_are_adjoint() {
     }
 }
 
+/// eigh's second order (`EighPullback::pullback_tangent`): for the gauge-invariant
+/// `φ(A) = ⟨λ̄, λ(A)⟩ + ⟨W, |V(A)|⟩` the Hessian is symmetric, `⟨Ȧ₂, H·Ȧ₁⟩ = ⟨Ȧ₁, H·Ȧ₂⟩`,
+/// and `H·Ȧ` is the central difference of the gradient `Ā(A)` along `Ȧ` (the gradient of a
+/// gauge-invariant loss is itself a function of `A`), in f64 and c64, batched.
+#[test]
+fn eigh_second_order_is_symmetric_and_matches_finite_differences() {
+    for dtype in [DType::F64, DType::C64] {
+        let dims = [2, 4, 4];
+        let a = plus_adjoint(&random(&dims, dtype, 900));
+        let w = random(&dims, DType::F64, 901).to_dtype_projected(dtype.real());
+        let lbar = random(&[2, 4], dtype.real(), 902);
+        // (gradient, H·ȧ) at `a`
+        let second = |a: &HostTensor, a_dot: &HostTensor| -> (HostTensor, HostTensor) {
+            let (out, tan) =
+                eigh_frule(&be(), &dev(a), &dev(a_dot), RuleOptions::default()).unwrap();
+            let (v, v_dot) = (host(&out.vectors), host(&tan.vectors));
+            let vbar = abs_cotangent(&v, &w, dtype);
+            let vbar_dot = abs_cotangent_tangent(&v, &v_dot, &w, dtype);
+            let (_, pb) = eigh_rrule(&be(), &dev(a), RuleOptions::default()).unwrap();
+            let (g, h) = pb
+                .pullback_tangent(
+                    Some(&dev(&lbar)),
+                    Some(&dev(&vbar)),
+                    &dev(a_dot),
+                    None,
+                    Some(&dev(&vbar_dot)),
+                )
+                .unwrap();
+            (host(&g), host(&h))
+        };
+        let d1 = plus_adjoint(&random(&dims, dtype, 903));
+        let d2 = plus_adjoint(&random(&dims, dtype, 904));
+        let (g, h1) = second(&a, &d1);
+        let (_, h2) = second(&a, &d2);
+        let (l, r) = (dot(&d2, &h1), dot(&d1, &h2));
+        assert!(
+            (l - r).abs() < 1e-9 * l.abs().max(1.0),
+            "{dtype}: ⟨d2, H d1⟩ = {l} vs ⟨d1, H d2⟩ = {r}"
+        );
+        let eps = 1e-6;
+        let (gp, _) = second(&axpy(&a, eps, &d1), &d1);
+        let (gm, _) = second(&axpy(&a, -eps, &d1), &d1);
+        let fd = map1(&axpy(&gp, -1.0, &gm), dtype, |z| z / (2.0 * eps));
+        let err = norm(&axpy(&fd, -1.0, &h1));
+        assert!(
+            err < 1e-6 * norm(&h1).max(1.0),
+            "{dtype}: |FD − H·ȧ| = {err:e}, |H·ȧ| = {:e}",
+            norm(&h1)
+        );
+        assert!(norm(&g) > 0.0);
+    }
+}
+
 /// A doubly degenerate singular value: a loss of `S` and of the projector onto the
 /// degenerate pair is gauge-invariant and gets the exact, finite gradient with no broadening;
 /// a loss of one vector of the pair is refused; with broadening it is finite.

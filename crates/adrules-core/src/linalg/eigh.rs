@@ -155,6 +155,141 @@ impl<B: Backend> EighPullback<B> {
     }
 }
 
+impl<B: Backend> EighPullback<B> {
+    /// Second order (forward-over-reverse): `(Ā, Ā̇)`, the cotangent of
+    /// [`pullback`](EighPullback::pullback) and its tangent along the direction `Ȧ` of `A`
+    /// and the tangents `λ̄̇`, `V̄̇` of the cotangents (an absent one is zero). The
+    /// Hessian-vector product of `φ(A) = ⟨λ̄, λ(A)⟩ + Re⟨V̄, V(A)⟩` with cotangents that depend
+    /// on `A` through the factors is `Ā̇` with `V̄̇` the tangent of `V̄` along the path.
+    ///
+    /// With `Ḣ = (Ȧ + Ȧᴴ)/2`, `dP = Vᴴ·Ḣ·V`, `λ̇ = Re diag(dP)`, `Ω = F∘dP` (the
+    /// pushforward's `V̇ = V·Ω`), `J = Vᴴ·V̄` and `P = F∘(J − Jᴴ)/2 + diag(λ̄)` (so `Ā = V P Vᴴ`):
+    /// `J̇ = Ωᴴ·J + Vᴴ·V̄̇`, `Ḟᵢⱼ = f'(λⱼ − λᵢ)·(λ̇ⱼ − λ̇ᵢ)` (`f(x) = 1/x`, or `x/(x² + ε)` with
+    /// broadening; 0 for degenerate pairs, as `F`), `Ṗ = Ḟ∘(J − Jᴴ)/2 + F∘(J̇ − J̇ᴴ)/2 +
+    /// diag(λ̄̇)`, and `Ā̇ = V·(Ω P + Ṗ + P Ωᴴ)·Vᴴ`: the product rule on `Ā = V P Vᴴ`
+    /// (Pearlmutter's `R{·}` operator on Giles' pullback; JAX obtains the same by `jvp` of
+    /// `vjp`). Derivation in [`crate::math`], "Decompositions".
+    ///
+    /// # Errors
+    /// Those of [`pullback`](EighPullback::pullback); shapes and dtypes of `a_dot` and of
+    /// the cotangents' tangents.
+    pub fn pullback_tangent(
+        &self,
+        values_bar: Option<&B::Tensor>,
+        vectors_bar: Option<&B::Tensor>,
+        a_dot: &B::Tensor,
+        values_bar_dot: Option<&B::Tensor>,
+        vectors_bar_dot: Option<&B::Tensor>,
+    ) -> Result<(B::Tensor, B::Tensor)> {
+        let bar = self.pullback(values_bar, vectors_bar)?;
+        let dot = by_dtype!(
+            self.dtype,
+            eigh_pullback_tangent_t::<B>(
+                self,
+                [values_bar, vectors_bar],
+                a_dot,
+                [values_bar_dot, vectors_bar_dot]
+            )
+        )?;
+        Ok((bar, self.be.from_host(dot)?))
+    }
+}
+
+/// The derivative of [`inv_gap`] at `delta` (0 where it is `None`).
+fn inv_gap_slope(delta: f64, tol: f64, broadening: f64) -> f64 {
+    if broadening > 0.0 {
+        let d2 = delta * delta;
+        (broadening - d2) / ((d2 + broadening) * (d2 + broadening))
+    } else if delta.abs() <= tol {
+        0.0
+    } else {
+        -1.0 / (delta * delta)
+    }
+}
+
+fn eigh_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
+    pb: &EighPullback<B>,
+    [l_bar, v_bar]: [Option<&B::Tensor>; 2],
+    a_dot: &B::Tensor,
+    [l_dot, v_dot]: [Option<&B::Tensor>; 2],
+) -> Result<HostTensor> {
+    let (batch, _, n) = matrix_dims(&pb.dims, "a")?;
+    let with =
+        |d: &[usize]| -> Vec<usize> { batch.iter().copied().chain(d.iter().copied()).collect() };
+    let dt = T::DTYPE;
+    let real_arg = |t: Option<&B::Tensor>, arg: &str| -> Result<Option<Vec<Vec<f64>>>> {
+        t.map(|t| host_arg(&pb.be, t, &with(&[n]), dt.real(), arg).map(|h| split_real(&h, n)))
+            .transpose()
+    };
+    let mat_arg = |t: Option<&B::Tensor>, arg: &str| -> Result<Option<Vec<Mat<T>>>> {
+        t.map(|t| {
+            host_arg(&pb.be, t, &with(&[n, n]), dt, arg).and_then(|h| split::<T>(&h, arg, false))
+        })
+        .transpose()
+    };
+    let lb = real_arg(l_bar, "values_bar")?;
+    let vb = mat_arg(v_bar, "vectors_bar")?;
+    let ld = real_arg(l_dot, "values_bar_dot")?;
+    let vd = mat_arg(v_dot, "vectors_bar_dot")?;
+    let ad = host_arg(&pb.be, a_dot, &pb.dims, dt, "a_dot")?;
+    let ads = split::<T>(&ad, "a_dot", false)?;
+    let lams = split_real(&pb.factors[0], n);
+    let vs = split::<T>(&pb.factors[1], "vectors", false)?;
+    let opts = &pb.opts;
+    let mut out = Vec::with_capacity(vs.len());
+    for b in 0..vs.len() {
+        let (lam, v, x) = (&lams[b], vs[b].as_ref(), ads[b].as_ref());
+        let h = Mat::from_fn(n, n, |i, j| (x[(i, j)] + cj(x[(j, i)])) * real::<T>(0.5));
+        let hv = mm(h.as_ref(), v);
+        let dp = mm(v.adjoint(), hv.as_ref());
+        let scale = lam.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
+        let tol = opts.rtol::<T>(n) * scale;
+        let f = |i: usize, k: usize| {
+            if i == k {
+                0.0
+            } else {
+                inv_gap(lam[k] - lam[i], tol, opts.broadening).unwrap_or(0.0)
+            }
+        };
+        let dl: Vec<f64> = (0..n).map(|i| re(dp[(i, i)])).collect();
+        let om = Mat::from_fn(n, n, |i, k| dp[(i, k)] * real::<T>(f(i, k)));
+        let j = vb
+            .as_ref()
+            .map_or_else(|| Mat::zeros(n, n), |x| mm(v.adjoint(), x[b].as_ref()));
+        let jd_own = vd
+            .as_ref()
+            .map_or_else(|| Mat::zeros(n, n), |x| mm(v.adjoint(), x[b].as_ref()));
+        let ohj = mm(om.adjoint(), j.as_ref());
+        let jd = Mat::from_fn(n, n, |i, k| ohj[(i, k)] + jd_own[(i, k)]);
+        let half = real::<T>(0.5);
+        let p = Mat::from_fn(n, n, |i, k| {
+            if i == k {
+                real::<T>(lb.as_ref().map_or(0.0, |x| x[b][i]))
+            } else {
+                (j[(i, k)] - cj(j[(k, i)])) * half * real::<T>(f(i, k))
+            }
+        });
+        let pd = Mat::from_fn(n, n, |i, k| {
+            if i == k {
+                return real::<T>(ld.as_ref().map_or(0.0, |x| x[b][i]));
+            }
+            let slope = if i == k {
+                0.0
+            } else {
+                inv_gap_slope(lam[k] - lam[i], tol, opts.broadening) * (dl[k] - dl[i])
+            };
+            (j[(i, k)] - cj(j[(k, i)])) * half * real::<T>(slope)
+                + (jd[(i, k)] - cj(jd[(k, i)])) * half * real::<T>(f(i, k))
+        });
+        let op = mm(om.as_ref(), p.as_ref());
+        let poh = mm(p.as_ref(), om.adjoint());
+        let inner = Mat::from_fn(n, n, |i, k| op[(i, k)] + pd[(i, k)] + poh[(i, k)]);
+        let iv = mm(inner.as_ref(), v.adjoint());
+        out.push(mm(v, iv.as_ref()));
+    }
+    join(&batch, n, n, &out)
+}
+
 fn eigh_pullback_t<B: Backend, T: ImplicitScalar>(
     pb: &EighPullback<B>,
     l_bar: Option<&B::Tensor>,

@@ -74,6 +74,38 @@ pub fn abs_cotangent(u: &HostTensor, c: &HostTensor, dtype: DType) -> HostTensor
     map2(u, c, dtype, |u, c| u * (c.re / u.norm()))
 }
 
+/// The tangent of [`abs_cotangent`] along the tangent `du` of `u` (`c` fixed):
+/// `c·(du/|u| − u·Re(conj(u)·du)/|u|³)`.
+pub fn abs_cotangent_tangent(
+    u: &HostTensor,
+    du: &HostTensor,
+    c: &HostTensor,
+    dtype: DType,
+) -> HostTensor {
+    let (us, ds, cs) = (
+        u.to_dtype_projected(DType::C64),
+        du.to_dtype_projected(DType::C64),
+        c.to_dtype_projected(DType::C64),
+    );
+    let (us, ds, cs) = (
+        us.as_slice::<C>().unwrap(),
+        ds.as_slice::<C>().unwrap(),
+        cs.as_slice::<C>().unwrap(),
+    );
+    let data: Vec<C> = us
+        .iter()
+        .zip(ds)
+        .zip(cs)
+        .map(|((&u, &d), &c)| {
+            let r = u.norm();
+            (d / r - u * ((u.conj() * d).re / (r * r * r))) * c.re
+        })
+        .collect();
+    HostTensor::from_vec(u.dims(), data)
+        .unwrap()
+        .to_dtype_projected(dtype)
+}
+
 /// The first `k` columns (`cols = true`) or rows of each matrix.
 pub fn narrow(h: &HostTensor, k: usize, cols: bool) -> HostTensor {
     let xs = mats(h);
