@@ -407,6 +407,24 @@ fn typed_errors_for_bad_options_and_temperatures() {
         ));
     }
     assert!(ctm.unrolled_energy(2.5, 0).is_err());
+    // one step from χ = 2 reaches χ = 4 < 8: an implicit gradient there has no full-size
+    // fixed point, and says so
+    match example::ctm::Ctm::new(
+        Strided,
+        CtmOptions {
+            chi: 8,
+            ..CtmOptions::default()
+        },
+    )
+    .unwrap()
+    .implicit_energy(2.5, 1)
+    {
+        Err(Error::InvalidArgument { arg, reason }) => {
+            assert_eq!(arg, "iterations");
+            assert!(reason.contains("still growing"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
     // too few iterations allowed: a typed refusal, not a number
     let tight = Ctm::new(
         Strided,

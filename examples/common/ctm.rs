@@ -636,7 +636,18 @@ where
             return Err(Error::invalid("iterations", "must be at least 1"));
         }
         let beta = 1.0 / temperature;
-        let (lin, _) = self.implicit(beta, Some(iterations))?;
+        let (lin, _) = self.implicit(beta, Some(iterations)).map_err(|e| match e {
+            // the environment is still growing (χ doubles per step from 2): no fixed point yet
+            Error::InvalidArgument { arg, reason } if arg == "chi" => Error::invalid(
+                "iterations",
+                format!(
+                    "{iterations} CTM steps leave the environment still growing ({reason}); \
+                     the implicit gradient needs a fixed point of the full-size step: give more \
+                     iterations"
+                ),
+            ),
+            e => e,
+        })?;
         let y = lin.y().as_slice::<f64>()?;
         let chi = ((y.len() / (1 + D)) as f64).sqrt().round() as usize;
         let (_, y_bar, za, za1) = self.ln_kappa(beta, &y[..chi * chi], &y[chi * chi..])?;
