@@ -10,7 +10,8 @@
 //! decomposition and its rules. eigh follows PyTorch's Hermitian wrapper: the function is
 //! `eigh(A + Aᴴ)`, so the direction enters as `D + Dᴴ` and the cotangent leaves as
 //! `B̄ + B̄ᴴ`. QR compares the raw factors, which the real diagonal of LAPACK's sign makes
-//! functions of `A`.
+//! functions of `A`. The `hvp` entries (second order, f64 and c128) are replayed for the SVD,
+//! QR and eigh.
 
 mod linalg_support;
 
@@ -50,20 +51,58 @@ fn check(case: &OracleCase, got: &HostTensor, want: &HostTensor, what: &str) {
     assert_close(tol, got, want, &format!("{} {what}", case.id));
 }
 
-#[test]
-fn svd_matches_the_oracles() {
-    let mut checked = 0;
-    for file in ["svd_s.jsonl", "svd_u_abs.jsonl", "svd_uvh_product.jsonl"] {
-        for case in cases(file) {
-            let a = &case.inputs["a"];
-            let dt = case.dtype;
-            let (m, n, k) = mnk(a);
+/// `(m, n, k)`, the widths `ku`, `kv` of `U` and `Vh`, and the mode of an SVD case.
+#[derive(Clone, Copy)]
+struct SvdShape {
+    m: usize,
+    n: usize,
+    k: usize,
+    ku: usize,
+    kv: usize,
+    mode: SvdMode,
+}
+
+/// Every case of the three SVD files, with its shape.
+fn svd_cases() -> Vec<(OracleCase, SvdShape)> {
+    ["svd_s.jsonl", "svd_u_abs.jsonl", "svd_uvh_product.jsonl"]
+        .into_iter()
+        .flat_map(cases)
+        .map(|case| {
+            let (m, n, k) = mnk(&case.inputs["a"]);
             let mode = mode(&case);
             let (ku, kv) = if mode == SvdMode::Full {
                 (m, n)
             } else {
                 (k, k)
             };
+            let shape = SvdShape {
+                m,
+                n,
+                k,
+                ku,
+                kv,
+                mode,
+            };
+            (case, shape)
+        })
+        .collect()
+}
+
+#[test]
+fn svd_matches_the_oracles() {
+    let mut checked = 0;
+    for (case, shape) in svd_cases() {
+        {
+            let SvdShape {
+                m,
+                n,
+                k,
+                ku,
+                kv,
+                mode,
+            } = shape;
+            let a = &case.inputs["a"];
+            let dt = case.dtype;
             let be = be();
             for p in &case.probes {
                 // forward
@@ -145,6 +184,100 @@ fn svd_matches_the_oracles() {
         }
     }
     assert!(checked >= 600, "only {checked} probes");
+}
+
+/// Second order of the SVD: the Hessian-vector products of the three observables by
+/// [`SvdPullback::pullback_tangent`](adrules_core::linalg::SvdPullback::pullback_tangent),
+/// thin and full, against the oracles' `hvp` entries (f64 and c128: the files hold no
+/// single-precision HVPs). The cotangents' tangents along the path come from our tangents
+/// of the factors: `|U|`'s cotangent `Ȳ∘U/|U|` moves with `U̇`; `U·Vh`'s cotangents
+/// `Ū = W·Vhᴴ`, `V̄h = Uᴴ·W` move as `W·V̇hᴴ`, `U̇ᴴ·W`; `S̄` is constant.
+#[test]
+fn svd_hvp_matches_the_oracles() {
+    let mut checked = 0;
+    for (case, shape) in svd_cases() {
+        {
+            let SvdShape {
+                m,
+                n,
+                k,
+                ku,
+                kv,
+                mode,
+            } = shape;
+            let a = &case.inputs["a"];
+            let dt = case.dtype;
+            let be = be();
+            for p in &case.probes {
+                let Some(want) = p.hvp.get("a") else { continue };
+                let a_dot = dev(&p.direction["a"]);
+                let (out, tan) = svd_frule(&be, &dev(a), &a_dot, mode, RuleOptions::default())
+                    .unwrap_or_else(|e| panic!("{}: {e}", case.id));
+                let (u, vh) = (
+                    narrow(&host(&out.u), k, true),
+                    narrow(&host(&out.vh), k, false),
+                );
+                let (du, dvh) = (
+                    narrow(&host(&tan.u), k, true),
+                    narrow(&host(&tan.vh), k, false),
+                );
+                let c = &p.cotangents;
+                let (mut ubar, mut sbar, mut vhbar) = (None, None, None);
+                let (mut ubar_dot, mut vhbar_dot) = (None, None);
+                match case.observable.as_str() {
+                    "svd_s" => sbar = Some(dev(&c["s"])),
+                    "svd_u_abs" => {
+                        ubar = Some(dev(&pad(&abs_cotangent(&u, &c["u"], dt), m, ku)));
+                        ubar_dot = Some(dev(&pad(
+                            &abs_cotangent_tangent(&u, &du, &c["u"], dt),
+                            m,
+                            ku,
+                        )));
+                    }
+                    "svd_uvh_product" => {
+                        let w = &c["uvh"];
+                        if k > 0 {
+                            let wv = |vh: &HostTensor| {
+                                dev(&pad(&matmap(w, vh, m, k, |w, vh| w * vh.adjoint()), m, ku))
+                            };
+                            let uw = |u: &HostTensor| {
+                                dev(&pad(&matmap(u, w, k, n, |u, w| u.adjoint() * w), kv, n))
+                            };
+                            ubar = Some(wv(&vh));
+                            ubar_dot = Some(wv(&dvh));
+                            vhbar = Some(uw(&u));
+                            vhbar_dot = Some(uw(&du));
+                        }
+                        sbar = Some(dev(&c["s"]));
+                    }
+                    other => panic!("{}: unknown observable {other}", case.id),
+                }
+                let (_, pb) = svd_rrule(&be, &dev(a), mode, RuleOptions::default()).unwrap();
+                let cot = SvdCotangents {
+                    u: ubar.as_ref(),
+                    s: sbar.as_ref(),
+                    vh: vhbar.as_ref(),
+                    discarded: None,
+                };
+                let cot_dot = SvdCotangents {
+                    u: ubar_dot.as_ref(),
+                    vh: vhbar_dot.as_ref(),
+                    ..Default::default()
+                };
+                let (_, got) = pb
+                    .pullback_tangent(cot, &a_dot, cot_dot)
+                    .unwrap_or_else(|e| panic!("{}: {e}", case.id));
+                assert_close(
+                    case.second_order_tolerance(),
+                    &host(&got),
+                    want,
+                    &format!("{} hvp a", case.id),
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 324, "only {checked} probes");
 }
 
 /// The column signs `D` (`dⱼ = ±1` per matrix and column) that take our QR (`Rⱼⱼ > 0`) to
@@ -230,6 +363,39 @@ fn qr_matches_the_oracle() {
         }
     }
     assert!(checked >= 144, "only {checked} probes");
+}
+
+/// Second order of QR: `H_φ·Ȧ` for `φ = Re⟨Q̄, Q⟩ + Re⟨R̄, R⟩` (constant cotangents) by
+/// [`QrPullback::pullback_tangent`](adrules_core::linalg::QrPullback::pullback_tangent),
+/// against the oracle's `hvp` entries in PyTorch's gauge (`Ā_torch = pullback(Q̄·D, D·R̄)`
+/// and likewise its tangent, `D` constant).
+#[test]
+fn qr_hvp_matches_the_oracle() {
+    let mut checked = 0;
+    for case in cases("qr.jsonl") {
+        let a = &case.inputs["a"];
+        let be = be();
+        let (_, pb) = qr_rrule(&be, &dev(a), QrMode::Reduced).unwrap();
+        for p in &case.probes {
+            let Some(want) = p.hvp.get("a") else { continue };
+            let a_dot = dev(&p.direction["a"]);
+            let (_, tan) = qr_frule(&be, &dev(a), &a_dot, QrMode::Reduced).unwrap();
+            let d = lapack_signs(&host(&tan.r), &p.jvps["output_1"]);
+            let qb = dev(&with_signs(&p.cotangents["output_0"], &d, true));
+            let rb = dev(&with_signs(&p.cotangents["output_1"], &d, false));
+            let (_, got) = pb
+                .pullback_tangent(Some(&qb), Some(&rb), &a_dot, None, None)
+                .unwrap_or_else(|e| panic!("{}: {e}", case.id));
+            assert_close(
+                case.second_order_tolerance(),
+                &host(&got),
+                want,
+                &format!("{} hvp a", case.id),
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 72, "only {checked} probes");
 }
 
 #[test]

@@ -8,7 +8,7 @@ use super::batch::{
     abs, by_dtype, cj, eps, host_arg, im, join, join_real, matrix_dims, max_abs, mm, pow2_scale,
     re, real, scaled, split, split_real,
 };
-use super::svd::inv_gap;
+use super::svd::{inv_gap, inv_gap_slope};
 use super::{RuleOptions, gauge_error};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -168,7 +168,9 @@ impl<B: Backend> EighPullback<B> {
     /// broadening; 0 for degenerate pairs, as `F`), `Ṗ = Ḟ∘(J − Jᴴ)/2 + F∘(J̇ − J̇ᴴ)/2 +
     /// diag(λ̄̇)`, and `Ā̇ = V·(Ω P + Ṗ + P Ωᴴ)·Vᴴ`: the product rule on `Ā = V P Vᴴ`
     /// (Pearlmutter's `R{·}` operator on Giles' pullback; JAX obtains the same by `jvp` of
-    /// `vjp`). Derivation in [`crate::math`], "Decompositions".
+    /// `vjp`). With a broadening `ε`, `Ω` is broadened as in [`eigh_frule`]: finite at
+    /// degeneracies, biased by a relative `O(ε/δ²)` (`δ` the smallest gap). Derivation in
+    /// [`crate::math`], "Decompositions".
     ///
     /// # Errors
     /// Those of [`pullback`](EighPullback::pullback); shapes and dtypes of `a_dot` and of
@@ -192,18 +194,6 @@ impl<B: Backend> EighPullback<B> {
             )
         )?;
         Ok((bar, self.be.from_host(dot)?))
-    }
-}
-
-/// The derivative of [`inv_gap`] at `delta` (0 where it is `None`).
-fn inv_gap_slope(delta: f64, tol: f64, broadening: f64) -> f64 {
-    if broadening > 0.0 {
-        let d2 = delta * delta;
-        (broadening - d2) / ((d2 + broadening) * (d2 + broadening))
-    } else if delta.abs() <= tol {
-        0.0
-    } else {
-        -1.0 / (delta * delta)
     }
 }
 

@@ -5,7 +5,11 @@
 //!
 //! Each comes as the primal (`svd`), the primal with a pullback (`svd_rrule`, the pullback
 //! reusable and owning host copies of the factors) and the primal with its tangent
-//! (`svd_frule`), in the shape of the tensor rules of [`crate::rules`].
+//! (`svd_frule`), in the shape of the tensor rules of [`crate::rules`]. Each pullback also has
+//! a second-order `pullback_tangent` ([`SvdPullback::pullback_tangent`],
+//! [`QrPullback::pullback_tangent`], [`EighPullback::pullback_tangent`]): the tangent of the
+//! cotangent along `Ȧ` and the cotangents' tangents, i.e. Hessian-vector products of losses
+//! of the factors (forward-over-reverse).
 //!
 //! # Where it runs
 //! The decompositions are [`Backend`] operations ([`Backend::svd`], [`Backend::qr`],
@@ -176,6 +180,31 @@ pub(crate) fn fold_complement<T: ImplicitScalar>(
     let t = mm(bar_perp.adjoint(), q);
     mm_add(&mut bar, -T::one(), perp, t.as_ref());
     Ok(bar)
+}
+
+/// The tangent of [`fold_complement`]'s `Q̄ − Q⊥·Q̄⊥ᴴ·Q` when `Q`, `Q⊥`, `Q̄⊥` and `Q̄` move
+/// along `q_dot`, `perp_dot`, `bar_perp_dot` and `bar_dot`:
+/// `Q̄̇ − Q̇⊥·Q̄⊥ᴴ·Q − Q⊥·Q̄̇⊥ᴴ·Q − Q⊥·Q̄⊥ᴴ·Q̇` (the check is [`fold_complement`]'s).
+pub(crate) fn fold_complement_tangent<T: ImplicitScalar>(
+    q: MatRef<'_, T>,
+    q_dot: MatRef<'_, T>,
+    perp: MatRef<'_, T>,
+    perp_dot: MatRef<'_, T>,
+    bar_perp: MatRef<'_, T>,
+    bar_perp_dot: MatRef<'_, T>,
+    mut bar_dot: Mat<T>,
+) -> Mat<T> {
+    if perp.ncols() == 0 {
+        return bar_dot;
+    }
+    let one = T::one();
+    let t = mm(bar_perp.adjoint(), q);
+    mm_add(&mut bar_dot, -one, perp_dot, t.as_ref());
+    let t = mm(bar_perp_dot.adjoint(), q);
+    mm_add(&mut bar_dot, -one, perp, t.as_ref());
+    let t = mm(bar_perp.adjoint(), q_dot);
+    mm_add(&mut bar_dot, -one, perp, t.as_ref());
+    bar_dot
 }
 
 /// The `Backend` trait's default decompositions, on the host.

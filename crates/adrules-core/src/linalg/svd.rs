@@ -397,16 +397,67 @@ impl<B: Backend> SvdPullback<B> {
         let h = by_dtype!(self.dtype, pullback_t::<B>(self, &cot))?;
         self.be.from_host(h)
     }
+
+    /// Second order (forward-over-reverse): `(Ā, Ā̇)`, the cotangent of
+    /// [`pullback`](SvdPullback::pullback) and its tangent along the direction `Ȧ` of `A` and
+    /// the tangents `cot_dot` of the cotangents (`Ū̇`, `S̄̇`, `V̄ḣ`, the discarded values'; an
+    /// absent one is zero). For `φ(A) = Re⟨Ū, U⟩ + ⟨S̄, S⟩ + Re⟨V̄h, Vh⟩` whose cotangents
+    /// depend on `A` through the factors (`|U|`, `U·Vh`, …), `Ā̇` with `cot_dot` the
+    /// cotangents' tangent along the path is the Hessian-vector product `H_φ·Ȧ`. The
+    /// cotangents' tangents must be those of the gauge [`svd_frule`] moves the factors in
+    /// (take them from its tangents), and the loss gauge-invariant, as for the first order.
+    ///
+    /// With the thin factors' tangents `U̇`, `Ṡ`, `V̇` of [`svd_frule`], `J̇ = U̇ᴴ·Ū + Uᴴ·Ū̇`,
+    /// `K̇ = V̇ᴴ·V̄ + Vᴴ·V̄̇`, `Ḟᵢⱼ = f'(Δᵢⱼ)·2(sⱼṡⱼ − sᵢṡᵢ)` (`f(Δ) = 1/Δ`, or `Δ/(Δ² + ε)`
+    /// with broadening; 0 for degenerate pairs, as `F`), `g(s) = 1/s` (or `s/(s² + ε)`),
+    /// `ġ = g'(s)·ṡ`, and `P` the bracket of [`pullback`](SvdPullback::pullback)
+    /// (`Ā = U·P·Vᴴ + (Ū − U·J)·G·Vᴴ + U·G·(V̄ − V·K)ᴴ`, `G = diag(g)`): every factor of
+    /// every term differentiated by the product rule, e.g. `Ṗᵢⱼ = [(J̇ − J̇ᴴ)ᵢⱼsⱼ +
+    /// (J − Jᴴ)ᵢⱼṡⱼ + ṡᵢ(K − Kᴴ)ᵢⱼ + sᵢ(K̇ − K̇ᴴ)ᵢⱼ]·Fᵢⱼ + [(J − Jᴴ)ᵢⱼsⱼ + sᵢ(K − Kᴴ)ᵢⱼ]·Ḟᵢⱼ`
+    /// (Pearlmutter's `R{·}` operator on Townsend's pullback, as JAX's `jvp` of `vjp`).
+    /// Full mode differentiates the complement fold `Ū − U⊥·Ū⊥ᴴ·U` with
+    /// `U̇⊥ = −U·U̇ᴴ·U⊥`; the truncated SVD differentiates the formula it applies (the whole
+    /// spectrum's with the discarded term, the rank-`r` one without: then `Ā̇` is the exact
+    /// tangent of that approximate pullback). With a broadening `ε` the factors' tangents are
+    /// broadened as in [`svd_frule`] (so should the cotangents' be): finite at degeneracies,
+    /// and biased by a relative `O(ε/δ²)` (`δ²` the smallest gap `sⱼ² − sᵢ²` or `sᵢ²`), like
+    /// the first order. Derivation in [`crate::math`], "Second order of the SVD and QR".
+    ///
+    /// # Errors
+    /// Those of [`pullback`](SvdPullback::pullback); shapes and dtypes of `a_dot` and of the
+    /// cotangents' tangents (named `u_bar_dot`, …).
+    pub fn pullback_tangent(
+        &self,
+        cot: SvdCotangents<'_, B::Tensor>,
+        a_dot: &B::Tensor,
+        cot_dot: SvdCotangents<'_, B::Tensor>,
+    ) -> Result<(B::Tensor, B::Tensor)> {
+        let bar = self.pullback(cot)?;
+        let dot = by_dtype!(
+            self.dtype,
+            pullback_tangent_t::<B>(self, &cot, a_dot, &cot_dot)
+        )?;
+        Ok((bar, self.be.from_host(dot)?))
+    }
 }
 
-fn pullback_t<B: Backend, T: ImplicitScalar>(
+/// The cotangents of one call (or their tangents: `suffix` `"_dot"` names them so in errors),
+/// on the host, one entry per matrix of the batch.
+struct Cots<T> {
+    u: Option<Vec<Mat<T>>>,
+    vh: Option<Vec<Mat<T>>>,
+    s: Option<Vec<Vec<f64>>>,
+    discarded: Option<Vec<Vec<f64>>>,
+}
+
+fn parse_cots<B: Backend, T: ImplicitScalar>(
     pb: &SvdPullback<B>,
     cot: &SvdCotangents<'_, B::Tensor>,
-) -> Result<HostTensor> {
+    suffix: &str,
+) -> Result<Cots<T>> {
     let be = &pb.be;
     let (batch, m, n) = matrix_dims(&pb.dims, "a")?;
     let k = m.min(n);
-    let [u_h, s_h, vh_h] = &*pb.factors;
     let dt = T::DTYPE;
     let (ku, kv, keep) = match pb.kind {
         Kind::Thin => (k, k, k),
@@ -415,44 +466,58 @@ fn pullback_t<B: Backend, T: ImplicitScalar>(
     };
     let with =
         |d: &[usize]| -> Vec<usize> { batch.iter().copied().chain(d.iter().copied()).collect() };
-    let ubar = cot
-        .u
-        .map(|t| {
-            host_arg(be, t, &with(&[m, ku]), dt, "u_bar")
-                .and_then(|h| split::<T>(&h, "u_bar", false))
-        })
-        .transpose()?;
-    let vhbar = cot
-        .vh
-        .map(|t| {
-            host_arg(be, t, &with(&[kv, n]), dt, "vh_bar")
-                .and_then(|h| split::<T>(&h, "vh_bar", false))
-        })
-        .transpose()?;
-    let sbar = cot
-        .s
-        .map(|t| host_arg(be, t, &with(&[keep]), dt.real(), "s_bar").map(|h| split_real(&h, keep)))
-        .transpose()?;
-    let dbar = match (cot.discarded, pb.kind) {
+    let mat = |t: Option<&B::Tensor>, d: [usize; 2], name: &str| -> Result<Option<Vec<Mat<T>>>> {
+        let name = format!("{name}{suffix}");
+        t.map(|t| host_arg(be, t, &with(&d), dt, &name).and_then(|h| split::<T>(&h, &name, false)))
+            .transpose()
+    };
+    let vec = |t: &B::Tensor, len: usize, name: &str| -> Result<Vec<Vec<f64>>> {
+        let h = host_arg(be, t, &with(&[len]), dt.real(), &format!("{name}{suffix}"))?;
+        Ok(split_real(&h, len))
+    };
+    let u = mat(cot.u, [m, ku], "u_bar")?;
+    let vh = mat(cot.vh, [kv, n], "vh_bar")?;
+    let s = cot.s.map(|t| vec(t, keep, "s_bar")).transpose()?;
+    let discarded = match (cot.discarded, pb.kind) {
         (None, _) => None,
         (Some(t), Kind::Truncated { rank }) => {
             if !pb.opts.discarded_term {
                 return Err(Error::invalid(
-                    "discarded_bar",
+                    format!("discarded_bar{suffix}"),
                     "a cotangent of the discarded singular values needs the discarded term \
                      (RuleOptions::discarded_term)",
                 ));
             }
-            let h = host_arg(be, t, &with(&[k - rank]), dt.real(), "discarded_bar")?;
-            Some(split_real(&h, k - rank))
+            Some(vec(t, k - rank, "discarded_bar")?)
         }
         (Some(_), _) => {
             return Err(Error::invalid(
-                "discarded_bar",
+                format!("discarded_bar{suffix}"),
                 "only a truncated SVD has discarded singular values",
             ));
         }
     };
+    Ok(Cots {
+        u,
+        vh,
+        s,
+        discarded,
+    })
+}
+
+fn pullback_t<B: Backend, T: ImplicitScalar>(
+    pb: &SvdPullback<B>,
+    cot: &SvdCotangents<'_, B::Tensor>,
+) -> Result<HostTensor> {
+    let (batch, m, n) = matrix_dims(&pb.dims, "a")?;
+    let k = m.min(n);
+    let [u_h, s_h, vh_h] = &*pb.factors;
+    let Cots {
+        u: ubar,
+        vh: vhbar,
+        s: sbar,
+        discarded: dbar,
+    } = parse_cots::<B, T>(pb, cot, "")?;
     let us = split::<T>(u_h, "u", false)?;
     let vhs = split::<T>(vh_h, "vh", false)?;
     let svals = split_real(s_h, k);
@@ -538,6 +603,301 @@ fn pullback_t<B: Backend, T: ImplicitScalar>(
     join(&batch, m, n, &out)
 }
 
+/// Thin factors `U: m×k`, `s`, `V: n×k`, or their tangents, cotangents or the cotangents'
+/// tangents (the same shapes).
+#[derive(Clone, Copy)]
+struct Thin<'a, T> {
+    u: MatRef<'a, T>,
+    s: &'a [f64],
+    v: MatRef<'a, T>,
+}
+
+/// `x` with zero columns appended up to `k`.
+fn pad_cols<T: ImplicitScalar>(x: MatRef<'_, T>, k: usize) -> Mat<T> {
+    hcat(x, Mat::<T>::zeros(x.nrows(), k - x.ncols()).as_ref())
+}
+
+/// `x[..r]`, zeros after, up to `k` entries.
+fn pad_vec(x: &[f64], tail: Option<&[f64]>, k: usize) -> Vec<f64> {
+    let mut out = vec![0.0; k];
+    out[..x.len()].copy_from_slice(x);
+    if let Some(t) = tail {
+        out[x.len()..x.len() + t.len()].copy_from_slice(t);
+    }
+    out
+}
+
+fn pullback_tangent_t<B: Backend, T: ImplicitScalar>(
+    pb: &SvdPullback<B>,
+    cot: &SvdCotangents<'_, B::Tensor>,
+    a_dot: &B::Tensor,
+    cot_dot: &SvdCotangents<'_, B::Tensor>,
+) -> Result<HostTensor> {
+    let (batch, m, n) = matrix_dims(&pb.dims, "a")?;
+    let k = m.min(n);
+    let c0 = parse_cots::<B, T>(pb, cot, "")?;
+    let c1 = parse_cots::<B, T>(pb, cot_dot, "_dot")?;
+    let ad = host_arg(&pb.be, a_dot, &pb.dims, T::DTYPE, "a_dot")?;
+    let ads = split::<T>(&ad, "a_dot", false)?;
+    let [u_h, s_h, vh_h] = &*pb.factors;
+    let us = split::<T>(u_h, "u", false)?;
+    let vhs = split::<T>(vh_h, "vh", false)?;
+    let svals = split_real(s_h, k);
+    let (ku, kv, keep) = match pb.kind {
+        Kind::Thin => (k, k, k),
+        Kind::Full => (m, n, k),
+        Kind::Truncated { rank } => (rank, rank, rank),
+    };
+    // a cotangent (or its tangent) of matrix `b`, zero when absent
+    let mat_u = |c: &Cots<T>, b: usize| {
+        c.u.as_ref()
+            .map_or_else(|| Mat::zeros(m, ku), |x| x[b].clone())
+    };
+    let mat_v = |c: &Cots<T>, b: usize| {
+        c.vh.as_ref()
+            .map_or_else(|| Mat::zeros(n, kv), |x| x[b].adjoint().to_owned())
+    };
+    let vec_s = |c: &Cots<T>, b: usize| {
+        c.s.as_ref()
+            .map_or_else(|| vec![0.0; keep], |x| x[b].clone())
+    };
+    let mut out = Vec::with_capacity(us.len());
+    for b in 0..us.len() {
+        let u_all = us[b].as_ref();
+        let v_all = vhs[b].adjoint().to_owned();
+        let s = svals[b].as_slice();
+        let (u, v) = (u_all.subcols(0, k), v_all.as_ref().subcols(0, k));
+        let (du, ds, dv) = svd_pushforward(u, s, v, ads[b].as_ref(), &pb.opts);
+        let (ub, ubd) = (mat_u(&c0, b), mat_u(&c1, b));
+        let (vb, vbd) = (mat_v(&c0, b), mat_v(&c1, b));
+        let (sb, sbd) = (vec_s(&c0, b), vec_s(&c1, b));
+        let x = Thin { u, s, v };
+        let dx = Thin {
+            u: du.as_ref(),
+            s: &ds,
+            v: dv.as_ref(),
+        };
+        let bar = Thin {
+            u: ub.as_ref(),
+            s: &sb,
+            v: vb.as_ref(),
+        };
+        let bar_dot = Thin {
+            u: ubd.as_ref(),
+            s: &sbd,
+            v: vbd.as_ref(),
+        };
+        let dot = match pb.kind {
+            Kind::Thin => svd_pullback_tangent(x, dx, bar, bar_dot, &pb.opts),
+            Kind::Full => {
+                let (up, vp) = (u_all.subcols(k, m - k), v_all.as_ref().subcols(k, n - k));
+                let dup = complement_tangent(u, du.as_ref(), up);
+                let dvp = complement_tangent(v, dv.as_ref(), vp);
+                let fold = |q: MatRef<'_, T>, p: MatRef<'_, T>, bar: &Mat<T>| -> Mat<T> {
+                    let kq = q.ncols();
+                    let t = mm(bar.as_ref().subcols(kq, p.ncols()).adjoint(), q);
+                    let mut x = cols(bar.as_ref(), 0, kq);
+                    mm_add(&mut x, -T::one(), p, t.as_ref());
+                    x
+                };
+                let fold_dot = |q: MatRef<'_, T>,
+                                dq: MatRef<'_, T>,
+                                p: MatRef<'_, T>,
+                                dp: MatRef<'_, T>,
+                                bar: &Mat<T>,
+                                bar_dot: &Mat<T>|
+                 -> Mat<T> {
+                    let kq = q.ncols();
+                    let (bp, bpd) = (
+                        bar.as_ref().subcols(kq, p.ncols()),
+                        bar_dot.as_ref().subcols(kq, p.ncols()),
+                    );
+                    super::fold_complement_tangent(
+                        q,
+                        dq,
+                        p,
+                        dp,
+                        bp,
+                        bpd,
+                        cols(bar_dot.as_ref(), 0, kq),
+                    )
+                };
+                let (ue, ved) = (fold(u, up, &ub), fold(v, vp, &vb));
+                let ued = fold_dot(u, du.as_ref(), up, dup.as_ref(), &ub, &ubd);
+                let vedd = fold_dot(v, dv.as_ref(), vp, dvp.as_ref(), &vb, &vbd);
+                svd_pullback_tangent(
+                    x,
+                    dx,
+                    Thin {
+                        u: ue.as_ref(),
+                        s: &sb,
+                        v: ved.as_ref(),
+                    },
+                    Thin {
+                        u: ued.as_ref(),
+                        s: &sbd,
+                        v: vedd.as_ref(),
+                    },
+                    &pb.opts,
+                )
+            }
+            Kind::Truncated { .. } if pb.opts.discarded_term => {
+                let (t0, t1) = (
+                    c0.discarded.as_ref().map(|d| d[b].as_slice()),
+                    c1.discarded.as_ref().map(|d| d[b].as_slice()),
+                );
+                let (sf, sfd) = (pad_vec(&sb, t0, k), pad_vec(&sbd, t1, k));
+                let (ubp, ubdp) = (pad_cols(ub.as_ref(), k), pad_cols(ubd.as_ref(), k));
+                let (vbp, vbdp) = (pad_cols(vb.as_ref(), k), pad_cols(vbd.as_ref(), k));
+                svd_pullback_tangent(
+                    x,
+                    dx,
+                    Thin {
+                        u: ubp.as_ref(),
+                        s: &sf,
+                        v: vbp.as_ref(),
+                    },
+                    Thin {
+                        u: ubdp.as_ref(),
+                        s: &sfd,
+                        v: vbdp.as_ref(),
+                    },
+                    &pb.opts,
+                )
+            }
+            Kind::Truncated { rank } => svd_pullback_tangent(
+                Thin {
+                    u: u.subcols(0, rank),
+                    s: &s[..rank],
+                    v: v.subcols(0, rank),
+                },
+                Thin {
+                    u: du.as_ref().subcols(0, rank),
+                    s: &ds[..rank],
+                    v: dv.as_ref().subcols(0, rank),
+                },
+                bar,
+                bar_dot,
+                &pb.opts,
+            ),
+        };
+        out.push(dot);
+    }
+    join(&batch, m, n, &out)
+}
+
+/// One matrix: `Ā̇`, the tangent of [`svd_pullback`]'s `Ā` for thin factors `x` moving
+/// along `dx`, cotangents `bar` moving along `bar_dot` (the formula of
+/// [`SvdPullback::pullback_tangent`]). The checks are [`svd_pullback`]'s, made before.
+///
+/// It runs in units of `c` (a power of two near `s₀`): for `A = c·A'`, the gradient of
+/// `φ(A) = ψ(A')` is `∇ψ(A')/c`, where `ψ` has the same `Ū`, `V̄` and `c·S̄`, and its tangent
+/// along `Ȧ` is `ψ`'s along `Ȧ/c` divided by `c` (`U̇`, `V̇` unchanged, `ṡ' = ṡ/c`).
+fn svd_pullback_tangent<T: ImplicitScalar>(
+    x: Thin<'_, T>,
+    dx: Thin<'_, T>,
+    bar: Thin<'_, T>,
+    bar_dot: Thin<'_, T>,
+    opts: &RuleOptions,
+) -> Mat<T> {
+    let (m, k) = x.u.shape();
+    let n = x.v.nrows();
+    let mut out = Mat::<T>::zeros(m, n);
+    if k == 0 {
+        return out;
+    }
+    let sc = Scaled::new(x.s, opts.broadening);
+    let (s, s0, c) = (sc.s.as_slice(), sc.s0, sc.c);
+    let ds: Vec<f64> = dx.s.iter().map(|v| v / c).collect();
+    let sb: Vec<f64> = bar.s.iter().map(|v| v * c).collect();
+    let sbd: Vec<f64> = bar_dot.s.iter().map(|v| v * c).collect();
+    let rtol = opts.rtol::<T>(m.min(n));
+    let (u, v, du, dv) = (x.u, x.v, dx.u, dx.v);
+    let one = T::one();
+    let j = mm(u.adjoint(), bar.u);
+    let kk = mm(v.adjoint(), bar.v);
+    let mut jd = mm(du.adjoint(), bar.u);
+    mm_add(&mut jd, one, u.adjoint(), bar_dot.u);
+    let mut kd = mm(dv.adjoint(), bar.v);
+    mm_add(&mut kd, one, v.adjoint(), bar_dot.v);
+    let g: Vec<f64> = s
+        .iter()
+        .map(|&x| inv_s(x, s0, rtol, sc.eb_s).unwrap_or(0.0))
+        .collect();
+    let gd: Vec<f64> = (0..k)
+        .map(|i| inv_gap_slope(s[i], rtol * s0, sc.eb_s) * ds[i])
+        .collect();
+    let complex = T::DTYPE.is_complex();
+    let mut p = Mat::<T>::zeros(k, k);
+    let mut pd = Mat::<T>::zeros(k, k);
+    for i in 0..k {
+        for jj in 0..k {
+            if i == jj {
+                p[(i, i)] = real::<T>(sb[i]);
+                pd[(i, i)] = real::<T>(sbd[i]);
+                if complex {
+                    let ph = (im(j[(i, i)]) - im(kk[(i, i)])) / 2.0;
+                    let phd = (im(jd[(i, i)]) - im(kd[(i, i)])) / 2.0;
+                    p[(i, i)] += cplx::<T>(0.0, ph * g[i]);
+                    pd[(i, i)] += cplx::<T>(0.0, phd * g[i] + ph * gd[i]);
+                }
+                continue;
+            }
+            let a = j[(i, jj)] - cj(j[(jj, i)]);
+            let bq = kk[(i, jj)] - cj(kk[(jj, i)]);
+            let ad = jd[(i, jj)] - cj(jd[(jj, i)]);
+            let bd = kd[(i, jj)] - cj(kd[(jj, i)]);
+            let num = a * real::<T>(s[jj]) + real::<T>(s[i]) * bq;
+            let num_dot = ad * real::<T>(s[jj])
+                + a * real::<T>(ds[jj])
+                + real::<T>(ds[i]) * bq
+                + real::<T>(s[i]) * bd;
+            let delta = s[jj] * s[jj] - s[i] * s[i];
+            let delta_dot = 2.0 * (s[jj] * ds[jj] - s[i] * ds[i]);
+            let tol = rtol * s0 * (s[i] + s[jj]);
+            let f = inv_gap(delta, tol, sc.eb_gap).unwrap_or(0.0);
+            let fd = inv_gap_slope(delta, tol, sc.eb_gap) * delta_dot;
+            p[(i, jj)] = num * real::<T>(f);
+            pd[(i, jj)] = num_dot * real::<T>(f) + num * real::<T>(fd);
+        }
+    }
+    // Ā = U·P·Vᴴ + …: U̇·P·Vᴴ + U·Ṗ·Vᴴ + U·P·V̇ᴴ
+    let t = mm(p.as_ref(), v.adjoint());
+    mm_add(&mut out, one, du, t.as_ref());
+    let t = mm(pd.as_ref(), v.adjoint());
+    mm_add(&mut out, one, u, t.as_ref());
+    let t = mm(p.as_ref(), dv.adjoint());
+    mm_add(&mut out, one, u, t.as_ref());
+    let scale =
+        |w: &Mat<T>, f: &[f64]| Mat::from_fn(w.nrows(), k, |r, i| w[(r, i)] * real::<T>(f[i]));
+    if m > k {
+        // (Ū − U·J)·G·Vᴴ
+        let mut w = bar.u.to_owned();
+        mm_add(&mut w, -one, u, j.as_ref());
+        let mut wd = bar_dot.u.to_owned();
+        mm_add(&mut wd, -one, du, j.as_ref());
+        mm_add(&mut wd, -one, u, jd.as_ref());
+        let mut left = scale(&wd, &g);
+        left += scale(&w, &gd);
+        mm_add(&mut out, one, left.as_ref(), v.adjoint());
+        mm_add(&mut out, one, scale(&w, &g).as_ref(), dv.adjoint());
+    }
+    if n > k {
+        // U·G·(V̄ − V·K)ᴴ
+        let mut w = bar.v.to_owned();
+        mm_add(&mut w, -one, v, kk.as_ref());
+        let mut wd = bar_dot.v.to_owned();
+        mm_add(&mut wd, -one, dv, kk.as_ref());
+        mm_add(&mut wd, -one, v, kd.as_ref());
+        let mut right = scale(&wd, &g);
+        right += scale(&w, &gd);
+        mm_add(&mut out, one, u, right.adjoint());
+        mm_add(&mut out, one, du, scale(&w, &g).adjoint());
+    }
+    let inv_c = real::<T>(1.0 / c);
+    Mat::from_fn(m, n, |i, jj| out[(i, jj)] * inv_c)
+}
+
 /// Singular values in units of a power of two `c` near the largest, with the broadening in
 /// the same units (`ε/c⁴` for the gaps of squares, `ε/c²` for the values).
 struct Scaled {
@@ -591,6 +951,18 @@ pub(crate) fn inv_gap(delta: f64, tol: f64, broadening: f64) -> Option<f64> {
         None
     } else {
         Some(1.0 / delta)
+    }
+}
+
+/// The derivative of [`inv_gap`] at `delta` (0 where it is `None`).
+pub(crate) fn inv_gap_slope(delta: f64, tol: f64, broadening: f64) -> f64 {
+    if broadening > 0.0 {
+        let d2 = delta * delta;
+        (broadening - d2) / ((d2 + broadening) * (d2 + broadening))
+    } else if delta.abs() <= tol {
+        0.0
+    } else {
+        -1.0 / (delta * delta)
     }
 }
 

@@ -9,6 +9,9 @@
 //!   passes), and QR's `Ā` (QR's gauge is fixed);
 //! - the pushforward and the pullback satisfy the adjoint identity for gauge-invariant
 //!   cotangents;
+//! - the second-order rules (`pullback_tangent`: Hessian-vector products of the same
+//!   losses, the cotangents moving with each backend's own factors) agree with the
+//!   reference's;
 //! - a phase-dependent cotangent of a complex SVD is refused with
 //!   [`Error::GaugeIllDefined`].
 
@@ -252,6 +255,42 @@ fn one_shape<B: Backend>(
         ctx.expect(e < t, || {
             format!("{dtype} {dims:?} {mode:?}: Ā differs from the reference ({e:e})")
         });
+        // second order: the HVP of the same loss, the cotangents moving with the factors
+        // (`W·V̇hᴴ`, `U̇ᴴ·W`), each backend in its own gauge
+        let (ubar_dot, vhbar_dot) = uvh_cotangents(&w, &ctx.host(&tan.u)?, &ctx.host(&tan.vh)?, k)?;
+        let (ubd, vbd) = (ctx.dev(&ubar_dot)?, ctx.dev(&vhbar_dot)?);
+        let cot_dot = SvdCotangents {
+            u: Some(&ubd),
+            vh: Some(&vbd),
+            ..Default::default()
+        };
+        let (_, hvp) = pb.pullback_tangent(cot, &dd, cot_dot)?;
+        let (_, r_tan) = svd_frule(
+            &reference,
+            &arc(&a),
+            &arc(&a_dot),
+            mode,
+            RuleOptions::default(),
+        )?;
+        let (r_ubd, r_vbd) = uvh_cotangents(&w, &r_tan.u, &r_tan.vh, k)?;
+        let (_, r_hvp) = r_pb.pullback_tangent(
+            SvdCotangents {
+                u: Some(&arc(&r_ubar)),
+                s: Some(&arc(&sbar)),
+                vh: Some(&arc(&r_vhbar)),
+                discarded: None,
+            },
+            &arc(&a_dot),
+            SvdCotangents {
+                u: Some(&arc(&r_ubd)),
+                vh: Some(&arc(&r_vbd)),
+                ..Default::default()
+            },
+        )?;
+        let e = rel(&ctx.host(&hvp)?, &r_hvp);
+        ctx.expect(e < t, || {
+            format!("{dtype} {dims:?} {mode:?}: the HVP differs from the reference ({e:e})")
+        });
         if dtype.is_complex() && k > 0 {
             // a cotangent on U alone along i·U: the loss depends on the phases
             let phase = each(&u, &u, m, ku, |u, _| {
@@ -337,6 +376,19 @@ fn one_shape<B: Backend>(
         ctx.expect(e < t, || {
             format!("{dtype} {dims:?} {mode:?}: Ā differs from the reference ({e:e})")
         });
+        // second order with constant cotangents
+        let (_, hvp) = pb.pullback_tangent(Some(&qb), Some(&rb), &dd, None, None)?;
+        let (_, r_hvp) = r_pb.pullback_tangent(
+            Some(&arc(&qbar)),
+            Some(&arc(&rbar)),
+            &arc(&a_dot),
+            None,
+            None,
+        )?;
+        let e = rel(&ctx.host(&hvp)?, &r_hvp);
+        ctx.expect(e < t, || {
+            format!("{dtype} {dims:?} {mode:?}: the HVP differs from the reference ({e:e})")
+        });
     }
 
     if m == n {
@@ -388,6 +440,14 @@ fn one_shape<B: Backend>(
         );
         ctx.expect(e < t, || {
             format!("{dtype} {dims:?} eigh: Ā differs from the reference ({e:e})")
+        });
+        // second order of ⟨λ̄, λ⟩ (a gauge-invariant loss with a constant cotangent)
+        let (_, hvp) = pb.pullback_tangent(Some(&lb), None, &dd, None, None)?;
+        let (_, r_hvp) =
+            r_pb.pullback_tangent(Some(&arc(&lbar)), None, &arc(&a_dot), None, None)?;
+        let e = rel(&ctx.host(&hvp)?, &r_hvp);
+        ctx.expect(e < t, || {
+            format!("{dtype} {dims:?} eigh: the HVP differs from the reference ({e:e})")
         });
     }
     Ok(())
