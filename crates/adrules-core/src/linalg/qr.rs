@@ -179,7 +179,7 @@ impl<B: Backend> QrPullback<B> {
         q_bar: Option<&B::Tensor>,
         r_bar: Option<&B::Tensor>,
     ) -> Result<B::Tensor> {
-        let h = by_dtype!(self.dtype, qr_pullback_t::<B>(self, q_bar, r_bar))?;
+        let h = by_dtype!(self.dtype, qr_pullback_host::<B>(self, q_bar, r_bar))?;
         self.be.from_host(h)
     }
 
@@ -209,12 +209,11 @@ impl<B: Backend> QrPullback<B> {
         q_bar_dot: Option<&B::Tensor>,
         r_bar_dot: Option<&B::Tensor>,
     ) -> Result<(B::Tensor, B::Tensor)> {
-        let bar = self.pullback(q_bar, r_bar)?;
-        let dot = by_dtype!(
+        let [bar, dot] = by_dtype!(
             self.dtype,
             qr_pullback_tangent_t::<B>(self, [q_bar, r_bar], a_dot, [q_bar_dot, r_bar_dot])
         )?;
-        Ok((bar, self.be.from_host(dot)?))
+        Ok((self.be.from_host(bar)?, self.be.from_host(dot)?))
     }
 }
 
@@ -242,15 +241,22 @@ fn qr_cotangents<B: Backend, T: ImplicitScalar>(
     Ok([arg(q, [m, kq], "q_bar")?, arg(r, [kq, n], "r_bar")?])
 }
 
-fn qr_pullback_t<B: Backend, T: ImplicitScalar>(
+fn qr_pullback_host<B: Backend, T: ImplicitScalar>(
     pb: &QrPullback<B>,
     q_bar: Option<&B::Tensor>,
     r_bar: Option<&B::Tensor>,
 ) -> Result<HostTensor> {
+    qr_pullback_t::<B, T>(pb, &qr_cotangents::<B, T>(pb, [q_bar, r_bar], "")?)
+}
+
+/// `Ā` for parsed cotangents `[Q̄, R̄]` (the checks of [`QrPullback::pullback`] included).
+fn qr_pullback_t<B: Backend, T: ImplicitScalar>(
+    pb: &QrPullback<B>,
+    [qb, rb]: &[Option<Vec<Mat<T>>>; 2],
+) -> Result<HostTensor> {
     let (batch, m, n) = matrix_dims(&pb.dims, "a")?;
     let k = m.min(n);
     let complete = pb.mode == QrMode::Complete;
-    let [qb, rb] = qr_cotangents::<B, T>(pb, [q_bar, r_bar], "")?;
     let [q_h, r_h] = &*pb.factors;
     let qs = split::<T>(q_h, "q", false)?;
     let rs = split::<T>(r_h, "r", false)?;
@@ -288,12 +294,15 @@ fn qr_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
     [q_bar, r_bar]: [Option<&B::Tensor>; 2],
     a_dot: &B::Tensor,
     [q_dot, r_dot]: [Option<&B::Tensor>; 2],
-) -> Result<HostTensor> {
+) -> Result<[HostTensor; 2]> {
     let (batch, m, n) = matrix_dims(&pb.dims, "a")?;
     let k = m.min(n);
     let complete = pb.mode == QrMode::Complete;
     let kq = if complete { m } else { k };
-    let [qb, rb] = qr_cotangents::<B, T>(pb, [q_bar, r_bar], "")?;
+    let cots = qr_cotangents::<B, T>(pb, [q_bar, r_bar], "")?;
+    // the first order, with its checks (which the tangent below relies on)
+    let bar = qr_pullback_t::<B, T>(pb, &cots)?;
+    let [qb, rb] = cots;
     let [qbd, rbd] = qr_cotangents::<B, T>(pb, [q_dot, r_dot], "_dot")?;
     let ad = host_arg(&pb.be, a_dot, &pb.dims, T::DTYPE, "a_dot")?;
     let ads = split::<T>(&ad, "a_dot", false)?;
@@ -314,9 +323,14 @@ fn qr_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
         let (qbar, qbar_dot) = if complete && m > k {
             let perp = q_all.subcols(k, m - k);
             let dperp = complement_tangent(q, dq.as_ref(), perp);
-            let t = mm(qbar.as_ref().subcols(k, m - k).adjoint(), q);
-            let mut folded = cols(qbar.as_ref(), 0, k);
-            mm_add(&mut folded, -T::one(), perp, t.as_ref());
+            let folded = fold_complement(
+                q,
+                perp,
+                cols(qbar.as_ref(), 0, k),
+                qbar.as_ref().subcols(k, m - k),
+                "qr",
+                "Q",
+            )?;
             let folded_dot = super::fold_complement_tangent(
                 q,
                 dq.as_ref(),
@@ -339,7 +353,7 @@ fn qr_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
             [qbar_dot.as_ref(), rbar_dot.as_ref()],
         ));
     }
-    join(&batch, m, n, &out)
+    Ok([bar, join(&batch, m, n, &out)?])
 }
 
 /// One matrix: `Ā̇`, the tangent of [`qr_pullback`]'s `Ā` for `[Q, R]` (`m×k`, `k×n`)

@@ -394,7 +394,7 @@ impl<B: Backend> SvdPullback<B> {
     /// [`Error::DTypeMismatch`]); [`Error::GaugeIllDefined`] as above;
     /// [`Error::InvalidArgument`] for a discarded cotangent without the discarded term.
     pub fn pullback(&self, cot: SvdCotangents<'_, B::Tensor>) -> Result<B::Tensor> {
-        let h = by_dtype!(self.dtype, pullback_t::<B>(self, &cot))?;
+        let h = by_dtype!(self.dtype, pullback_host::<B>(self, &cot))?;
         self.be.from_host(h)
     }
 
@@ -432,12 +432,11 @@ impl<B: Backend> SvdPullback<B> {
         a_dot: &B::Tensor,
         cot_dot: SvdCotangents<'_, B::Tensor>,
     ) -> Result<(B::Tensor, B::Tensor)> {
-        let bar = self.pullback(cot)?;
-        let dot = by_dtype!(
+        let [bar, dot] = by_dtype!(
             self.dtype,
             pullback_tangent_t::<B>(self, &cot, a_dot, &cot_dot)
         )?;
-        Ok((bar, self.be.from_host(dot)?))
+        Ok((self.be.from_host(bar)?, self.be.from_host(dot)?))
     }
 }
 
@@ -505,9 +504,17 @@ fn parse_cots<B: Backend, T: ImplicitScalar>(
     })
 }
 
-fn pullback_t<B: Backend, T: ImplicitScalar>(
+fn pullback_host<B: Backend, T: ImplicitScalar>(
     pb: &SvdPullback<B>,
     cot: &SvdCotangents<'_, B::Tensor>,
+) -> Result<HostTensor> {
+    pullback_t::<B, T>(pb, &parse_cots::<B, T>(pb, cot, "")?)
+}
+
+/// `Ā` for parsed cotangents (the checks of [`SvdPullback::pullback`] included).
+fn pullback_t<B: Backend, T: ImplicitScalar>(
+    pb: &SvdPullback<B>,
+    cot: &Cots<T>,
 ) -> Result<HostTensor> {
     let (batch, m, n) = matrix_dims(&pb.dims, "a")?;
     let k = m.min(n);
@@ -517,7 +524,7 @@ fn pullback_t<B: Backend, T: ImplicitScalar>(
         vh: vhbar,
         s: sbar,
         discarded: dbar,
-    } = parse_cots::<B, T>(pb, cot, "")?;
+    } = cot;
     let us = split::<T>(u_h, "u", false)?;
     let vhs = split::<T>(vh_h, "vh", false)?;
     let svals = split_real(s_h, k);
@@ -632,10 +639,12 @@ fn pullback_tangent_t<B: Backend, T: ImplicitScalar>(
     cot: &SvdCotangents<'_, B::Tensor>,
     a_dot: &B::Tensor,
     cot_dot: &SvdCotangents<'_, B::Tensor>,
-) -> Result<HostTensor> {
+) -> Result<[HostTensor; 2]> {
     let (batch, m, n) = matrix_dims(&pb.dims, "a")?;
     let k = m.min(n);
     let c0 = parse_cots::<B, T>(pb, cot, "")?;
+    // the first order, with its checks (which the tangent below relies on)
+    let bar = pullback_t::<B, T>(pb, &c0)?;
     let c1 = parse_cots::<B, T>(pb, cot_dot, "_dot")?;
     let ad = host_arg(&pb.be, a_dot, &pb.dims, T::DTYPE, "a_dot")?;
     let ads = split::<T>(&ad, "a_dot", false)?;
@@ -693,12 +702,13 @@ fn pullback_tangent_t<B: Backend, T: ImplicitScalar>(
                 let (up, vp) = (u_all.subcols(k, m - k), v_all.as_ref().subcols(k, n - k));
                 let dup = complement_tangent(u, du.as_ref(), up);
                 let dvp = complement_tangent(v, dv.as_ref(), vp);
-                let fold = |q: MatRef<'_, T>, p: MatRef<'_, T>, bar: &Mat<T>| -> Mat<T> {
+                let fold = |q: MatRef<'_, T>, p: MatRef<'_, T>, bar: &Mat<T>, what| {
                     let kq = q.ncols();
-                    let t = mm(bar.as_ref().subcols(kq, p.ncols()).adjoint(), q);
-                    let mut x = cols(bar.as_ref(), 0, kq);
-                    mm_add(&mut x, -T::one(), p, t.as_ref());
-                    x
+                    let (head, tail) = (
+                        cols(bar.as_ref(), 0, kq),
+                        bar.as_ref().subcols(kq, p.ncols()),
+                    );
+                    fold_complement(q, p, head, tail, "svd", what)
                 };
                 let fold_dot = |q: MatRef<'_, T>,
                                 dq: MatRef<'_, T>,
@@ -722,7 +732,7 @@ fn pullback_tangent_t<B: Backend, T: ImplicitScalar>(
                         cols(bar_dot.as_ref(), 0, kq),
                     )
                 };
-                let (ue, ved) = (fold(u, up, &ub), fold(v, vp, &vb));
+                let (ue, ved) = (fold(u, up, &ub, "U")?, fold(v, vp, &vb, "V")?);
                 let ued = fold_dot(u, du.as_ref(), up, dup.as_ref(), &ub, &ubd);
                 let vedd = fold_dot(v, dv.as_ref(), vp, dvp.as_ref(), &vb, &vbd);
                 svd_pullback_tangent(
@@ -783,7 +793,7 @@ fn pullback_tangent_t<B: Backend, T: ImplicitScalar>(
         };
         out.push(dot);
     }
-    join(&batch, m, n, &out)
+    Ok([bar, join(&batch, m, n, &out)?])
 }
 
 /// One matrix: `Ā̇`, the tangent of [`svd_pullback`]'s `Ā` for thin factors `x` moving
@@ -868,34 +878,41 @@ fn svd_pullback_tangent<T: ImplicitScalar>(
     mm_add(&mut out, one, u, t.as_ref());
     let t = mm(p.as_ref(), dv.adjoint());
     mm_add(&mut out, one, u, t.as_ref());
-    let scale =
-        |w: &Mat<T>, f: &[f64]| Mat::from_fn(w.nrows(), k, |r, i| w[(r, i)] * real::<T>(f[i]));
+    // the out-of-span terms, (Ū − U·J)·G·Vᴴ and U·G·(V̄ − V·K)ᴴ, and their tangents
     if m > k {
-        // (Ū − U·J)·G·Vᴴ
-        let mut w = bar.u.to_owned();
-        mm_add(&mut w, -one, u, j.as_ref());
-        let mut wd = bar_dot.u.to_owned();
-        mm_add(&mut wd, -one, du, j.as_ref());
-        mm_add(&mut wd, -one, u, jd.as_ref());
-        let mut left = scale(&wd, &g);
-        left += scale(&w, &gd);
-        mm_add(&mut out, one, left.as_ref(), v.adjoint());
-        mm_add(&mut out, one, scale(&w, &g).as_ref(), dv.adjoint());
+        let (wg, wg_dot) = out_of_span([u, du], [bar.u, bar_dot.u], [&j, &jd], [&g, &gd]);
+        mm_add(&mut out, one, wg_dot.as_ref(), v.adjoint());
+        mm_add(&mut out, one, wg.as_ref(), dv.adjoint());
     }
     if n > k {
-        // U·G·(V̄ − V·K)ᴴ
-        let mut w = bar.v.to_owned();
-        mm_add(&mut w, -one, v, kk.as_ref());
-        let mut wd = bar_dot.v.to_owned();
-        mm_add(&mut wd, -one, dv, kk.as_ref());
-        mm_add(&mut wd, -one, v, kd.as_ref());
-        let mut right = scale(&wd, &g);
-        right += scale(&w, &gd);
-        mm_add(&mut out, one, u, right.adjoint());
-        mm_add(&mut out, one, du, scale(&w, &g).adjoint());
+        let (wg, wg_dot) = out_of_span([v, dv], [bar.v, bar_dot.v], [&kk, &kd], [&g, &gd]);
+        mm_add(&mut out, one, u, wg_dot.adjoint());
+        mm_add(&mut out, one, du, wg.adjoint());
     }
     let inv_c = real::<T>(1.0 / c);
     Mat::from_fn(m, n, |i, jj| out[(i, jj)] * inv_c)
+}
+
+/// `(W·G, Ẇ·G + W·Ġ)` for `W = X̄ − X·J` (the part of a cotangent outside span `X`),
+/// `Ẇ = X̄̇ − Ẋ·J − X·J̇`, `G = diag(g)`, `Ġ = diag(ġ)`: one side of the SVD pullback's
+/// out-of-span terms and its tangent.
+fn out_of_span<T: ImplicitScalar>(
+    [x, x_dot]: [MatRef<'_, T>; 2],
+    [bar, bar_dot]: [MatRef<'_, T>; 2],
+    [j, j_dot]: [&Mat<T>; 2],
+    [g, g_dot]: [&[f64]; 2],
+) -> (Mat<T>, Mat<T>) {
+    let one = T::one();
+    let mut w = bar.to_owned();
+    mm_add(&mut w, -one, x, j.as_ref());
+    let mut wd = bar_dot.to_owned();
+    mm_add(&mut wd, -one, x_dot, j.as_ref());
+    mm_add(&mut wd, -one, x, j_dot.as_ref());
+    let wg = Mat::from_fn(w.nrows(), w.ncols(), |r, i| w[(r, i)] * real::<T>(g[i]));
+    let wg_dot = Mat::from_fn(w.nrows(), w.ncols(), |r, i| {
+        wd[(r, i)] * real::<T>(g[i]) + w[(r, i)] * real::<T>(g_dot[i])
+    });
+    (wg, wg_dot)
 }
 
 /// Singular values in units of a power of two `c` near the largest, with the broadening in
