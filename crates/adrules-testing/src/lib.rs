@@ -10,6 +10,8 @@
 //! - [`value`]: [`Value`], a tensor or a coefficient with the vector-space operations above;
 //! - [`reference`](mod@reference): a naive loop implementation of the backend trait, the
 //!   ground truth that fast backends are tested against;
+//! - [`forwarding`]: [`Forwarding`], a backend that delegates to another and calls a hook
+//!   before each primitive (counting calls, injecting defects);
 //! - [`implicit`]: finite-difference conditions, a reference source of an implicit
 //!   function's linear maps;
 //! - [`naive`]: [`naive_einsum`], a brute-force evaluator of torch's einsum grammar;
@@ -26,6 +28,7 @@
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod fd;
+pub mod forwarding;
 pub mod implicit;
 pub mod naive;
 pub mod oracle;
@@ -35,6 +38,7 @@ pub mod tolerance;
 pub mod value;
 
 pub use fd::{FiniteDifference, Stencil, adjoint_mismatch};
+pub use forwarding::{Forwarding, Hook};
 pub use implicit::FiniteDifferenceConditions;
 pub use naive::naive_einsum;
 pub use random::Rng;

@@ -28,6 +28,10 @@
 //!   [`accumulate`](contract::accumulate), [`multi_dot_oracle`](contract::multi_dot_oracle)
 //!   (the oracle as a chain of pairwise contractions), [`rule_errors`](contract::rule_errors);
 //! - [`tensorscalar`] — [`tensorscalar_rules`](tensorscalar::tensorscalar_rules);
+//! - [`general`] — [`general_traces`](general::general_traces) and
+//!   [`batched_contractions`](general::batched_contractions), [`general_rules`](general::general_rules): the primitives and their rules on many label
+//!   patterns (diagonals, hypertraces, attention, Hadamard products, zero-size axes) against
+//!   the reference, NaN-filled outputs under a strong zero, handle value semantics;
 //! - [`network`] — [`network_rules`](network::network_rules) (random networks through
 //!   [`NetworkPlan`](adrules_core::network::NetworkPlan)) and
 //!   [`multi_dot_network`](network::multi_dot_network) (the oracle as one network);
@@ -84,6 +88,7 @@ mod case;
 pub mod add;
 pub mod contract;
 pub mod einsum;
+pub mod general;
 pub mod implicit;
 pub mod linalg;
 pub mod network;
@@ -127,7 +132,8 @@ impl Config {
 /// `rule_errors_are_typed`, `network_rules_on_random_networks`,
 /// `multi_dot_oracle_as_network`, `einsum_oracle`, `implicit_linear_fixed_point`,
 /// `primitive_second_order`, `network_hvp_on_random_networks`, `multi_dot_oracle_hvp`,
-/// `decomposition_rules`.
+/// `decomposition_rules`, `general_traces_and_adjoints`, `batched_contractions`,
+/// `rules_on_general_patterns`.
 #[macro_export]
 macro_rules! conformance_suite {
     ($be:expr $(,)?) => {
@@ -197,6 +203,18 @@ macro_rules! conformance_suite {
         #[test]
         fn decomposition_rules() {
             $crate::conformance::linalg::decomposition_rules(&$be, &$cfg);
+        }
+        #[test]
+        fn general_traces_and_adjoints() {
+            $crate::conformance::general::general_traces(&$be, &$cfg);
+        }
+        #[test]
+        fn rules_on_general_patterns() {
+            $crate::conformance::general::general_rules(&$be, &$cfg);
+        }
+        #[test]
+        fn batched_contractions() {
+            $crate::conformance::general::batched_contractions(&$be, &$cfg);
         }
     };
 }

@@ -1,0 +1,13 @@
+//! The integration tests of `adrules-candle`, one binary: the conformance suite on
+//! `CandleBackend` (`conformance`), then what the suite cannot see: the ops inside candle's
+//! own autograd, non-contiguous inputs, the einsum oracle through candle's `backward`,
+//! implicit functions with candle closures, and second order on candle tensors.
+
+mod conformance;
+mod einsum_oracle;
+mod general_primitives;
+mod hvp;
+mod implicit;
+mod implicit_device;
+mod network;
+mod ops;

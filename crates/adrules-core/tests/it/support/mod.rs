@@ -1,0 +1,5 @@
+//! Helpers shared by the test modules.
+
+pub mod implicit;
+pub mod linalg;
+pub mod network;

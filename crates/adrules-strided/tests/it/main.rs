@@ -1,0 +1,15 @@
+//! The integration tests of `adrules-strided`, one binary: the conformance suite on the
+//! strided backend (`conformance`), property tests of every kernel against the naive
+//! reference, value semantics, layouts, the buffer cache and the pooling allocator.
+
+mod support;
+
+mod batched;
+mod buffer_cache;
+mod conformance;
+mod empty_views;
+mod gemm_orientation;
+mod network_alloc_count;
+mod network_pool;
+mod reference;
+mod semantics;

@@ -1,0 +1,293 @@
+//! What the command-line examples share: the backend choice and outputs that replace their
+//! destination only when a run has succeeded.
+
+#![allow(dead_code)] // each example uses a subset
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+
+use clap::ValueEnum;
+
+/// The engine the rules run on. Every choice is accepted on the command line; one whose
+/// cargo feature is not in this build is refused with the feature to rebuild with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendChoice {
+    /// the embedded strided CPU backend
+    Strided,
+    /// candle tensors on the CPU device (build with `--features candle`)
+    Candle,
+    /// burn tensors on burn's Flex CPU backend (build with `--features burn`)
+    Burn,
+    /// dfdx tensors (build with `--features dfdx`; rank ≤ 6)
+    Dfdx,
+}
+
+impl BackendChoice {
+    /// The cargo feature that builds this backend in (none for the default one).
+    pub fn feature(self) -> Option<&'static str> {
+        match self {
+            BackendChoice::Strided => None,
+            BackendChoice::Candle => Some("candle"),
+            BackendChoice::Burn => Some("burn"),
+            BackendChoice::Dfdx => Some("dfdx"),
+        }
+    }
+
+    /// `true` when this build contains the backend.
+    pub fn built(self) -> bool {
+        match self {
+            BackendChoice::Strided => true,
+            BackendChoice::Candle => cfg!(feature = "candle"),
+            BackendChoice::Burn => cfg!(feature = "burn"),
+            BackendChoice::Dfdx => cfg!(feature = "dfdx"),
+        }
+    }
+
+    /// The refusal of a backend this build lacks, with the command that builds it for
+    /// `example`.
+    pub fn not_built(self, example: &str) -> String {
+        let feature = self.feature().unwrap_or("strided");
+        format!(
+            "--backend {feature}: this build does not include the {feature} backend; rebuild \
+             with `--features {feature}`, e.g. `cargo run --release -p adrules-examples \
+             --features {feature} --bin {example} -- --backend {feature}`"
+        )
+    }
+}
+
+/// The directory of an output path (`.` for a bare file name).
+pub fn directory(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// An output path as an absolute directory and a file name, to tell two paths to one file.
+pub fn destination(path: &Path) -> std::result::Result<PathBuf, String> {
+    let dir = directory(path)
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(dir.join(path.file_name().unwrap_or_default()))
+}
+
+/// An output path must name a file (not a directory) in an existing directory.
+pub fn check_output(option: &str, path: &Path) -> std::result::Result<(), String> {
+    let shown = path.display();
+    if path.file_name().is_none() {
+        return Err(format!("{option} {shown}: not a file name"));
+    }
+    let dir = directory(path);
+    if !dir.is_dir() {
+        return Err(format!(
+            "{option} {shown}: the directory {} does not exist",
+            dir.display()
+        ));
+    }
+    if path.is_dir() {
+        return Err(format!("{option} {shown}: is a directory"));
+    }
+    Ok(())
+}
+
+/// Checks the CSV and PNG output paths of an example: files in existing directories, a
+/// `.png` chart, two different files.
+///
+/// # Errors
+/// A message naming the offending option.
+pub fn check_outputs(csv: &Path, png: &Path) -> std::result::Result<(), String> {
+    check_output("--csv", csv)?;
+    check_output("--png", png)?;
+    if !png
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"))
+    {
+        return Err(format!(
+            "--png {}: the chart is written as PNG, use a .png path",
+            png.display()
+        ));
+    }
+    if destination(csv)? == destination(png)? {
+        return Err(format!(
+            "--csv {} and --png {} name the same file",
+            csv.display(),
+            png.display()
+        ));
+    }
+    Ok(())
+}
+
+/// `points` temperatures evenly spaced from `t_min` to `t_max`, both ends exact.
+pub fn temperature_grid(t_min: f64, t_max: f64, points: usize) -> Vec<f64> {
+    let step = if points > 1 {
+        (t_max - t_min) / (points - 1) as f64
+    } else {
+        0.0
+    };
+    (0..points)
+        .map(|i| {
+            if i + 1 == points {
+                t_max
+            } else {
+                t_min + step * i as f64
+            }
+        })
+        .collect()
+}
+
+/// An output written to a fresh temporary file beside its destination, renamed over it by
+/// [`Pending::commit`]; dropped uncommitted, the temporary file is removed and the
+/// destination is left as it was.
+pub struct Pending {
+    /// the temporary file to write
+    pub tmp: PathBuf,
+    dest: PathBuf,
+    committed: bool,
+}
+
+impl Pending {
+    /// Creates the temporary file (a new one, never an existing file) next to `dest`; it
+    /// keeps `dest`'s extension, from which the PNG encoder picks the format.
+    pub fn reserve(option: &str, dest: &Path) -> std::result::Result<Pending, String> {
+        let name = dest.file_name().unwrap_or_default().to_string_lossy();
+        let ext = dest
+            .extension()
+            .map(|e| format!(".{}", e.to_string_lossy()))
+            .unwrap_or_default();
+        let dir = directory(dest);
+        let mut attempt = 0u32;
+        loop {
+            let tmp = dir.join(format!(".{name}.{}-{attempt}.tmp{ext}", std::process::id()));
+            match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+                Ok(_) => {
+                    return Ok(Pending {
+                        tmp,
+                        dest: dest.to_path_buf(),
+                        committed: false,
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 100 => {
+                    attempt += 1;
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "{option} {}: cannot write in {}: {e}",
+                        dest.display(),
+                        dir.display()
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Renames the temporary file over the destination.
+    pub fn commit(mut self) -> std::result::Result<(), String> {
+        std::fs::rename(&self.tmp, &self.dest)
+            .map_err(|e| format!("{}: {e}", self.dest.display()))?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// One panel of an example's chart: measured points against an exact curve.
+pub struct Panel<'a> {
+    /// the panel's title
+    pub caption: String,
+    /// the y axis' description
+    pub y_desc: &'a str,
+    /// the measured `(T, y)` points
+    pub points: Vec<(f64, f64)>,
+    /// the exact curve `y(T)` (non-finite values are skipped)
+    pub exact: &'a dyn Fn(f64) -> f64,
+    /// the legends of the exact curve and of the points
+    pub labels: (&'a str, String),
+    /// an upper limit of the y range (a divergence at `T_c` would flatten the rest)
+    pub y_cap: Option<f64>,
+}
+
+/// Draws `panel` on `area` over the temperatures `(x0, x1)`, with a dashed line at
+/// Onsager's critical temperature `tc` when it is in range.
+///
+/// # Errors
+/// The drawing backend's.
+pub fn draw_panel(
+    area: &plotters::drawing::DrawingArea<
+        plotters::prelude::BitMapBackend<'_>,
+        plotters::coord::Shift,
+    >,
+    (x0, x1): (f64, f64),
+    tc: f64,
+    panel: &Panel<'_>,
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    let exact: Vec<f64> = (0..=400)
+        .map(|i| x0 + (x1 - x0) * i as f64 / 400.0)
+        .collect();
+    let curve: Vec<(f64, f64)> = exact
+        .iter()
+        .map(|&t| (t, (panel.exact)(t)))
+        .filter(|(_, y)| y.is_finite())
+        .collect();
+    let (lo, hi) = panel
+        .points
+        .iter()
+        .chain(&curve)
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &(_, y)| {
+            (a.min(y), b.max(y))
+        });
+    let hi = panel.y_cap.map_or(hi, |cap| hi.min(cap));
+    let pad = 0.05 * (hi - lo).max(1e-9);
+    let (y0, y1) = (lo - pad, hi + pad);
+    let mut chart = ChartBuilder::on(area)
+        .caption(&panel.caption, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x0..x1, y0..y1)?;
+    chart
+        .configure_mesh()
+        .x_desc("T (J = k_B = 1)")
+        .y_desc(panel.y_desc)
+        .axis_desc_style(("sans-serif", 15))
+        .draw()?;
+    if (x0..=x1).contains(&tc) {
+        let marker = RGBColor(40, 90, 200);
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(tc, y0), (tc, y1)],
+                6,
+                4,
+                marker.stroke_width(1),
+            ))?
+            .label(format!("T_c = 2/ln(1+√2) ≈ {tc:.3}"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], marker));
+    }
+    chart
+        .draw_series(LineSeries::new(curve, &BLACK))?
+        .label(panel.labels.0)
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], BLACK));
+    chart
+        .draw_series(
+            panel
+                .points
+                .iter()
+                .map(|&p| Circle::new(p, 3, RED.filled())),
+        )?
+        .label(&panel.labels.1)
+        .legend(|(x, y)| Circle::new((x + 7, y), 3, RED.filled()));
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}

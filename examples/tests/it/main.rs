@@ -1,0 +1,9 @@
+//! The tests of the examples, one binary: each example against independent references (the
+//! dense transfer matrix, finite differences, Onsager's and Yang's exact solutions), its
+//! command line and its output files, through the library `adrules_examples`.
+
+mod support;
+
+mod ctmrg;
+mod ctmrg_memory;
+mod ising2d;
