@@ -1,0 +1,159 @@
+//! `cargo xtask test-all`: everything CI checks, each thing built once.
+//!
+//! In order:
+//! 1. `cargo fmt --check`;
+//! 2. with the **union** feature set (every adapter and the engine backends that need neither
+//!    a GPU nor a graphics driver, [`CPU_BACKENDS`]) on the whole workspace: clippy
+//!    `-D warnings` on every target, then every package's tests (one integration-test binary
+//!    per package, the unit tests, the benches in test mode), then every package's doc tests;
+//! 3. for each **other feature set of the facade** `adrules` (no default features, the
+//!    defaults, each adapter on top of the defaults): clippy `-D warnings` on every target of
+//!    the workspace, and the tests of what those features change: the facade's test binary
+//!    (`facade`) and the examples' (`examples`).
+//!
+//! Why it is arranged so (measured with `cargo build --timings`): the build, not the running,
+//! is the cost (the tests of the union set run in about a minute; building them cold is most
+//! of the total), and every test binary links an engine. Each step keeps the workspace as the
+//! package selection, because a `-p adrules` selection resolves the dependencies' features
+//! without the other members' dev-dependencies and rebuilds most of the dependency tree. The
+//! facade's feature sets change only the facade and the packages that depend on it (examples,
+//! benches): their clippy runs in check mode, and `--test facade --test examples` rebuilds
+//! only those two binaries, while the members' own tests (built and run in step 2) do not
+//! depend on the facade's features. The doc tests run once, in step 2: rustdoc recompiles
+//! every doc test on each run, and the facade's one feature-gated doc test runs there with
+//! every feature.
+//!
+//! The feature sets are read from `cargo metadata`, so a feature added to the facade is tested
+//! without editing this file.
+
+use std::time::Instant;
+
+use crate::{Step, cargo, print_steps, run_step};
+
+/// The facade's engine-backend features that `test-all` builds and runs: they need neither a
+/// GPU nor a graphics driver (NdArray is a CPU backend). `burn-wgpu` has its own command,
+/// `test-wgpu` (its cubecl stack does not fit CI's budget); the GPU ones (`burn-cuda`,
+/// `candle-cuda`, Metal, ROCm) are `gpu-check`'s.
+pub const CPU_BACKENDS: &[&str] = &["burn-ndarray"];
+
+/// Feature sets of the facade, each as the arguments to pass to cargo: the union last.
+fn feature_sets() -> Result<Vec<Vec<String>>, String> {
+    let out = cargo()
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .output()
+        .map_err(|e| format!("cargo metadata: {e}"))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let meta: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("cargo metadata: {e}"))?;
+    let pkg = meta["packages"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "adrules"))
+        .ok_or("package `adrules` not found in cargo metadata")?;
+    let features = pkg["features"].as_object().ok_or("no features table")?;
+    let default: Vec<String> = features
+        .get("default")
+        .and_then(|d| d.as_array())
+        .map(|d| {
+            d.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut optional: Vec<String> = features
+        .keys()
+        .filter(|k| *k != "default" && !default.contains(k))
+        .cloned()
+        .collect();
+    optional.sort();
+    // Adapters (`burn`, `candle`, `dfdx`) one by one; the engines' own backends (`burn-wgpu`,
+    // `candle-cuda`, …) only together, with every adapter, and only those that build and run
+    // on a machine without a GPU or graphics driver (see `CPU_BACKENDS`; `test-wgpu` and
+    // `gpu-check` cover the rest). The union is the last set.
+    let adapters: Vec<String> = optional
+        .iter()
+        .filter(|f| !f.contains('-'))
+        .cloned()
+        .collect();
+    let mut sets = vec![vec!["--no-default-features".to_string()], vec![]];
+    for f in &adapters {
+        sets.push(vec!["--features".into(), f.clone()]);
+    }
+    let mut all = adapters.clone();
+    all.extend(
+        optional
+            .iter()
+            .filter(|f| CPU_BACKENDS.contains(&f.as_str()))
+            .cloned(),
+    );
+    if all.len() > 1 {
+        sets.push(vec!["--features".into(), all.join(",")]);
+    }
+    Ok(sets)
+}
+
+/// Runs every step (see the module documentation), then prints the table of steps with their
+/// times and test counts.
+///
+/// # Errors
+/// The first step that fails (the table of the steps before it is printed).
+pub fn test_all() -> Result<(), String> {
+    let start = Instant::now();
+    let sets = feature_sets()?;
+    let (union, facade_sets) = sets.split_last().ok_or("no feature sets")?;
+    let mut commands = Vec::new();
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--", "--check"]);
+    commands.push(fmt);
+    let mut clippy = cargo();
+    clippy
+        .args(["clippy", "--workspace", "--all-targets"])
+        .args(union)
+        .args(["--", "-D", "warnings"]);
+    commands.push(clippy);
+    let mut test = cargo();
+    test.args(["test", "--workspace", "--all-targets"])
+        .args(union);
+    commands.push(test);
+    let mut doc = cargo();
+    doc.args(["test", "--workspace", "--doc"]).args(union);
+    commands.push(doc);
+    for set in facade_sets {
+        let mut clippy = cargo();
+        clippy
+            .args(["clippy", "--workspace", "--all-targets"])
+            .args(set)
+            .args(["--", "-D", "warnings"]);
+        commands.push(clippy);
+        let mut test = cargo();
+        test.args([
+            "test",
+            "--workspace",
+            "--test",
+            "facade",
+            "--test",
+            "examples",
+        ])
+        .args(set);
+        commands.push(test);
+    }
+    let mut steps: Vec<Step> = Vec::new();
+    for cmd in commands {
+        match run_step(cmd) {
+            Ok(step) => steps.push(step),
+            Err(e) => {
+                print_steps(
+                    "### test-all: the steps before the failure",
+                    &steps,
+                    start.elapsed().as_secs_f64(),
+                );
+                return Err(e);
+            }
+        }
+    }
+    let total = start.elapsed().as_secs_f64();
+    print_steps("### test-all", &steps, total);
+    eprintln!("\ntest-all: everything passed in {total:.0} s");
+    Ok(())
+}
