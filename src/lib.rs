@@ -37,6 +37,8 @@
 //! # Ok::<(), adrules::Error>(())
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub use adrules_core::{
     alloc, backend, error, host, implicit, linalg, math, network, rules, scalar, spec,
 };
@@ -82,3 +84,10 @@ pub use adrules_candle as candle;
 /// dfdx tensors.
 #[cfg(feature = "dfdx")]
 pub use adrules_dfdx as dfdx;
+
+/// The code blocks of `README.md`, compiled and run as doc tests (they use the strided backend,
+/// burn and candle, so only a build with those features runs them: the union feature set of
+/// `cargo xtask test-all`).
+#[cfg(all(doctest, feature = "strided", feature = "burn", feature = "candle"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
