@@ -399,7 +399,7 @@ fn every_error_is_typed_and_names_its_argument() {
         matches!(e, Error::InvalidArgument { .. }) && arg_of(&e) == "strides",
         "{e}"
     );
-    // an empty layout reaches no element: any offset is accepted (tests/empty_views.rs)
+    // an empty layout reaches no element: any offset is accepted (tests/it/empty_views.rs)
     assert!(Tensor::from_parts(vec![0.0f64; 6], &[0, 3], &[3, 1], 7).is_ok());
     let e = Tensor::from_parts(vec![0.0f64; 6], &[1, 3], &[3, 1], 4).unwrap_err();
     assert!(

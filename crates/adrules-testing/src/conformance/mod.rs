@@ -56,7 +56,7 @@
 //! [`conformance_suite!`](crate::conformance_suite) instantiates one `#[test]` per check for a
 //! backend expression, with [`Config::of`] the backend or an explicit [`Config`]. In a
 //! backend crate, with `adrules-testing = { version = "0.1", features = ["conformance"] }`
-//! among the dev-dependencies, a file `tests/conformance.rs`:
+//! among the dev-dependencies, a module `tests/it/conformance.rs` of the crate's test binary:
 //! ```
 //! use adrules_core::DType;
 //! use adrules_testing::ReferenceBackend;
