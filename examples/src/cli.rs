@@ -5,6 +5,7 @@
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, Once, PoisonError};
 
 use clap::ValueEnum;
 
@@ -63,14 +64,6 @@ pub fn directory(path: &Path) -> &Path {
     }
 }
 
-/// An output path as an absolute directory and a file name, to tell two paths to one file.
-pub fn destination(path: &Path) -> std::result::Result<PathBuf, String> {
-    let dir = directory(path)
-        .canonicalize()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(dir.join(path.file_name().unwrap_or_default()))
-}
-
 /// An output path must name a file (not a directory) in an existing directory.
 pub fn check_output(option: &str, path: &Path) -> std::result::Result<(), String> {
     let shown = path.display();
@@ -90,32 +83,46 @@ pub fn check_output(option: &str, path: &Path) -> std::result::Result<(), String
     Ok(())
 }
 
+/// `path` ends in `.{ext}` (any case).
+fn has_extension(path: &Path, ext: &str) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case(ext))
+}
+
 /// Checks the CSV and PNG output paths of an example: files in existing directories, a
-/// `.png` chart, two different files.
+/// `.csv` table and a `.png` chart (hence two different files).
 ///
 /// # Errors
 /// A message naming the offending option.
 pub fn check_outputs(csv: &Path, png: &Path) -> std::result::Result<(), String> {
     check_output("--csv", csv)?;
     check_output("--png", png)?;
-    if !png
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("png"))
-    {
+    if !has_extension(csv, "csv") {
+        return Err(format!(
+            "--csv {}: the table is written as CSV, use a .csv path",
+            csv.display()
+        ));
+    }
+    if !has_extension(png, "png") {
         return Err(format!(
             "--png {}: the chart is written as PNG, use a .png path",
             png.display()
         ));
     }
-    if destination(csv)? == destination(png)? {
-        return Err(format!(
-            "--csv {} and --png {} name the same file",
-            csv.display(),
-            png.display()
-        ));
-    }
+    // different extensions: never the same file
     Ok(())
+}
+
+/// Where a run in which some points failed writes what it has instead of `dest`:
+/// `ctmrg.csv` → `ctmrg.partial.csv`, beside it.
+pub fn partial_path(dest: &Path) -> PathBuf {
+    let stem = dest.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match dest.extension() {
+        Some(ext) => format!("{stem}.partial.{}", ext.to_string_lossy()),
+        None => format!("{stem}.partial"),
+    };
+    dest.with_file_name(name)
 }
 
 /// `points` temperatures evenly spaced from `t_min` to `t_max`, both ends exact.
@@ -136,64 +143,136 @@ pub fn temperature_grid(t_min: f64, t_max: f64, points: usize) -> Vec<f64> {
         .collect()
 }
 
+/// The temporary files of this process that are neither renamed into place nor removed yet,
+/// for the interrupt handler to remove.
+static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn live() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    LIVE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Makes an interrupt (SIGINT, Ctrl-C; SIGTERM too on Unix) remove this process's temporary
+/// output files and exit with status 130, leaving every earlier output as it was. The
+/// examples' `main` calls it first; a second call does nothing.
+pub fn remove_temporaries_on_interrupt() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let installed = ctrlc::set_handler(|| {
+            for tmp in live().drain(..) {
+                let _ = std::fs::remove_file(tmp);
+            }
+            eprintln!("interrupted: no output written, earlier outputs left as they were");
+            std::process::exit(130);
+        });
+        if let Err(e) = installed {
+            eprintln!(
+                "warning: no interrupt handler ({e}): an interrupt may leave temporary files"
+            );
+        }
+    });
+}
+
 /// An output written to a fresh temporary file beside its destination, renamed over it by
 /// [`Pending::commit`]; dropped uncommitted, the temporary file is removed and the
 /// destination is left as it was.
+///
+/// [`Pending::reserve`] only checks, before a run, that the file can be written (it creates
+/// and removes a probe); the temporary file itself exists only from [`Pending::create`] to
+/// the commit, so a run killed during its computation leaves nothing behind.
 pub struct Pending {
-    /// the temporary file to write
-    pub tmp: PathBuf,
+    option: String,
     dest: PathBuf,
-    committed: bool,
+    tmp: Option<PathBuf>,
 }
 
-impl Pending {
-    /// Creates the temporary file (a new one, never an existing file) next to `dest`; it
-    /// keeps `dest`'s extension, from which the PNG encoder picks the format.
-    pub fn reserve(option: &str, dest: &Path) -> std::result::Result<Pending, String> {
-        let name = dest.file_name().unwrap_or_default().to_string_lossy();
-        let ext = dest
-            .extension()
-            .map(|e| format!(".{}", e.to_string_lossy()))
-            .unwrap_or_default();
-        let dir = directory(dest);
-        let mut attempt = 0u32;
-        loop {
-            let tmp = dir.join(format!(".{name}.{}-{attempt}.tmp{ext}", std::process::id()));
-            match OpenOptions::new().write(true).create_new(true).open(&tmp) {
-                Ok(_) => {
-                    return Ok(Pending {
-                        tmp,
-                        dest: dest.to_path_buf(),
-                        committed: false,
-                    });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 100 => {
-                    attempt += 1;
-                }
-                Err(e) => {
-                    return Err(format!(
-                        "{option} {}: cannot write in {}: {e}",
-                        dest.display(),
-                        dir.display()
-                    ));
-                }
+/// A new file beside `dest` whose name no file has; it keeps `dest`'s extension, from which
+/// the PNG encoder picks the format.
+fn new_temporary(option: &str, dest: &Path) -> std::result::Result<PathBuf, String> {
+    let name = dest.file_name().unwrap_or_default().to_string_lossy();
+    let ext = dest
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    let dir = directory(dest);
+    let mut attempt = 0u32;
+    loop {
+        let tmp = dir.join(format!(".{name}.{}-{attempt}.tmp{ext}", std::process::id()));
+        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Ok(_) => return Ok(tmp),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 100 => {
+                attempt += 1;
+            }
+            Err(e) => {
+                return Err(format!(
+                    "{option} {}: cannot write in {}: {e}",
+                    dest.display(),
+                    dir.display()
+                ));
             }
         }
     }
+}
+
+impl Pending {
+    /// Checks that a file can be created next to `dest` (a probe is created and removed at
+    /// once); `dest` itself is not touched.
+    ///
+    /// # Errors
+    /// A message naming `option` when the directory cannot be written.
+    pub fn reserve(option: &str, dest: &Path) -> std::result::Result<Pending, String> {
+        let probe = new_temporary(option, dest)?;
+        let _ = std::fs::remove_file(probe);
+        Ok(Pending {
+            option: option.to_string(),
+            dest: dest.to_path_buf(),
+            tmp: None,
+        })
+    }
+
+    /// Creates the temporary file and returns its path, to write the output to (the file
+    /// is empty; writing it by path replaces that).
+    ///
+    /// # Errors
+    /// A message naming the option when the file cannot be created.
+    pub fn create(&mut self) -> std::result::Result<PathBuf, String> {
+        if let Some(tmp) = &self.tmp {
+            return Ok(tmp.clone());
+        }
+        let mut live = live();
+        let tmp = new_temporary(&self.option, &self.dest)?;
+        live.push(tmp.clone());
+        self.tmp = Some(tmp.clone());
+        Ok(tmp)
+    }
+
+    /// The file this output replaces.
+    pub fn destination(&self) -> &Path {
+        &self.dest
+    }
 
     /// Renames the temporary file over the destination.
+    ///
+    /// # Errors
+    /// A message when nothing was created or the rename fails (the temporary file is then
+    /// removed).
     pub fn commit(mut self) -> std::result::Result<(), String> {
-        std::fs::rename(&self.tmp, &self.dest)
-            .map_err(|e| format!("{}: {e}", self.dest.display()))?;
-        self.committed = true;
+        let Some(tmp) = self.tmp.clone() else {
+            return Err(format!("{}: nothing was written", self.dest.display()));
+        };
+        let mut live = live();
+        std::fs::rename(&tmp, &self.dest).map_err(|e| format!("{}: {e}", self.dest.display()))?;
+        live.retain(|p| p != &tmp);
+        self.tmp = None;
         Ok(())
     }
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        if !self.committed {
-            let _ = std::fs::remove_file(&self.tmp);
+        if let Some(tmp) = self.tmp.take() {
+            let mut live = live();
+            let _ = std::fs::remove_file(&tmp);
+            live.retain(|p| p != &tmp);
         }
     }
 }

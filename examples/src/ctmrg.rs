@@ -15,14 +15,17 @@
 //! the gauge fixing and the formulas.
 //!
 //! Every argument is checked before anything is written; the CSV and the chart are written
-//! to temporary files beside their destinations and renamed into place only when the whole
-//! run has succeeded, so a failing run leaves existing files as they were.
+//! to temporary files beside their destinations and renamed into place only when every
+//! temperature has succeeded, so a failing run leaves existing files as they were (it writes
+//! what converged to `NAME.partial.csv` and `NAME.partial.png` and exits with status 1).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::HEAP;
-use crate::cli::{BackendChoice, Panel, Pending, check_outputs, draw_panel, temperature_grid};
+use crate::cli::{
+    BackendChoice, Panel, Pending, check_outputs, draw_panel, partial_path, temperature_grid,
+};
 use crate::ctm::{Ctm, CtmOptions, CtmPoint};
 use crate::onsager;
 use adrules::{Backend, Result};
@@ -48,9 +51,13 @@ pub const TOLERANCES: [f64; 4] = [1e-10, 1e-8, 1e-6, 1e-8];
 /// 1e-10, 1e-8, 1e-6 and 1e-8 (pass/FAIL lines). A temperature whose iteration or solves
 /// fail is reported with its typed error, never with a number.
 ///
-/// Outputs: a table on standard output; the same as CSV (--csv); a chart of f, u, c and M
-/// with the exact curves and T_c (--png). Both files are replaced only when the whole run
-/// succeeds. --memory adds the peak heap of the implicit and the unrolled gradient.
+/// Outputs: a table on standard output; the same as CSV (--csv, a .csv path); a chart of f,
+/// u, c and M with the exact curves and T_c (--png, a .png path). Both files are replaced
+/// only when every temperature succeeds; when some fail, the run exits with status 1, leaves
+/// both files as they were and writes the temperatures that converged beside them, as
+/// NAME.partial.csv and NAME.partial.png (nothing when none converged). An interrupt
+/// (Ctrl-C) leaves no file behind. --memory adds the peak heap of the implicit and the
+/// unrolled gradient.
 #[derive(Parser, Debug)]
 #[command(
     name = "ctmrg",
@@ -273,6 +280,7 @@ where
 /// The program: parses the command line, runs, and exits with status 1 and the error on
 /// standard error when the run fails.
 pub fn main() {
+    crate::cli::remove_temporaries_on_interrupt();
     let args = Args::parse();
     if let Err(e) = run(&args) {
         eprintln!("ctmrg: {e}");
@@ -295,7 +303,9 @@ pub fn errors(p: &CtmPoint) -> [f64; 4] {
 /// checks the reference temperatures and replaces the CSV and the chart.
 ///
 /// # Errors
-/// A message for the user; existing output files are then left untouched.
+/// A message for the user; existing output files are then left untouched. A sweep in which
+/// some temperatures failed is an error too, after the converged ones were written to
+/// [`partial_path`]s beside the outputs.
 pub fn run(args: &Args) -> std::result::Result<(), String> {
     let plan = check(args)?;
     let csv_out = Pending::reserve("--csv", &args.csv)?;
@@ -340,7 +350,16 @@ pub fn run(args: &Args) -> std::result::Result<(), String> {
             Ok(p) => p,
             Err(e) => {
                 println!("{t:>7.4} failed: {e}");
-                csv.push_str(&format!("{t}{}\n", ",".repeat(16)));
+                // the exact values are known; the measured columns stay empty
+                let beta = 1.0 / t;
+                csv.push_str(&format!(
+                    "{t},,,,,,{},{},{},{}{}\n",
+                    onsager::free_energy(beta),
+                    onsager::internal_energy(beta),
+                    onsager::specific_heat(beta),
+                    onsager::magnetization(beta),
+                    ",".repeat(7)
+                ));
                 continue;
             }
         };
@@ -382,17 +401,21 @@ pub fn run(args: &Args) -> std::result::Result<(), String> {
         ));
     }
     let worst = |f: &dyn Fn(&CtmPoint) -> f64| points.iter().map(f).fold(0.0, f64::max);
-    println!(
-        "\nsolves: ‖step(y*) − y*‖ ≤ {:.1e}; implicit pullback residual ≤ {:.1e}, pushforward ≤ {:.1e}; truncation: smallest gap {:.1e}, largest discarded weight {:.1e}",
-        worst(&|p| p.conditions_norm),
-        worst(&|p| p.vjp_residual),
-        worst(&|p| p.jvp_residual),
-        points
-            .iter()
-            .map(|p| p.ctm.truncation_gap)
-            .fold(f64::INFINITY, f64::min),
-        worst(&|p| p.ctm.truncation_weight),
-    );
+    if points.is_empty() {
+        println!("\nsolves: no temperature converged");
+    } else {
+        println!(
+            "\nsolves: ‖step(y*) − y*‖ ≤ {:.1e}; implicit pullback residual ≤ {:.1e}, pushforward ≤ {:.1e}; truncation: smallest gap {:.1e}, largest discarded weight {:.1e}",
+            worst(&|p| p.conditions_norm),
+            worst(&|p| p.vjp_residual),
+            worst(&|p| p.jvp_residual),
+            points
+                .iter()
+                .map(|p| p.ctm.truncation_gap)
+                .fold(f64::INFINITY, f64::min),
+            worst(&|p| p.ctm.truncation_weight),
+        );
+    }
     let mut failures = Vec::new();
     for (t, row) in &rows {
         if !CHECKS.iter().any(|&c| (c - t).abs() < 1e-12) {
@@ -443,23 +466,73 @@ pub fn run(args: &Args) -> std::result::Result<(), String> {
     }
     println!("time: {:.2} s", elapsed.as_secs_f64());
 
-    std::fs::write(&csv_out.tmp, csv.as_bytes())
-        .map_err(|e| format!("{}: {e}", args.csv.display()))?;
+    let failed: Vec<String> = rows
+        .iter()
+        .filter(|(_, r)| r.is_err())
+        .map(|(t, _)| format!("{t}"))
+        .collect();
     let range = (
         plan.temperatures.first().copied().unwrap_or(1.5),
         plan.temperatures.last().copied().unwrap_or(3.5),
     );
-    plot(&png_out.tmp, &points, range, args.chi)
-        .map_err(|e| format!("{}: cannot draw the chart: {e}", args.png.display()))?;
-    csv_out.commit()?;
-    println!("wrote {}", args.csv.display());
-    png_out.commit()?;
-    println!("wrote {}", args.png.display());
+    if failed.is_empty() {
+        write_outputs(csv_out, png_out, &csv, &points, range, args)?;
+    } else {
+        // The requested outputs stay as they were; what converged goes beside them.
+        drop((csv_out, png_out));
+        let (csv_path, png_path) = (partial_path(&args.csv), partial_path(&args.png));
+        let partial = if points.is_empty() {
+            "no output written".to_string()
+        } else {
+            let csv_out = Pending::reserve("--csv", &csv_path)?;
+            let png_out = Pending::reserve("--png", &png_path)?;
+            write_outputs(csv_out, png_out, &csv, &points, range, args)?;
+            format!(
+                "the converged ones are in {} and {}",
+                csv_path.display(),
+                png_path.display()
+            )
+        };
+        return Err(format!(
+            "{} of {} temperatures failed (T = {}; see the table above): {partial}; {} and {} \
+             are unchanged",
+            failed.len(),
+            rows.len(),
+            failed.join(", "),
+            args.csv.display(),
+            args.png.display()
+        ));
+    }
     if !failures.is_empty() {
         println!(
             "the exact-solution check failed at T = {failures:?} (the tolerances hold at χ = 32, see README)"
         );
     }
+    Ok(())
+}
+
+/// Writes the table and the chart to their temporary files and renames both into place.
+fn write_outputs(
+    mut csv_out: Pending,
+    mut png_out: Pending,
+    csv: &str,
+    points: &[CtmPoint],
+    range: (f64, f64),
+    args: &Args,
+) -> std::result::Result<(), String> {
+    let csv_tmp = csv_out.create()?;
+    std::fs::write(&csv_tmp, csv.as_bytes()).map_err(|e| format!("{}: {e}", csv_tmp.display()))?;
+    let png_tmp = png_out.create()?;
+    plot(&png_tmp, points, range, args.chi)
+        .map_err(|e| format!("{}: cannot draw the chart: {e}", png_tmp.display()))?;
+    let (csv_dest, png_dest) = (
+        csv_out.destination().to_path_buf(),
+        png_out.destination().to_path_buf(),
+    );
+    csv_out.commit()?;
+    println!("wrote {}", csv_dest.display());
+    png_out.commit()?;
+    println!("wrote {}", png_dest.display());
     Ok(())
 }
 

@@ -102,8 +102,10 @@ pub const MAX_POINTS: usize = 10_000;
 /// Outputs: a table on standard output beside Onsager's exact infinite-lattice u and c (with
 /// the time spent in power iterations, network rules and implicit solves); the same table as
 /// CSV (--csv); a chart of u(T) and c(T) with the exact curves and the critical temperature
-/// T_c = 2/ln(1+√2) ≈ 2.269 (--png). Every argument is checked before anything is written,
-/// and both files are replaced only when the whole run succeeds.
+/// T_c = 2/ln(1+√2) ≈ 2.269 (--png). Every argument is checked before anything is written
+/// (the output paths' extensions .csv and .png included, and the estimated time and memory
+/// of the run), and both files are replaced only when the whole run succeeds; an interrupt
+/// (Ctrl-C) leaves no file behind.
 #[derive(Parser, Debug)]
 #[command(
     name = "ising2d",
@@ -114,7 +116,10 @@ pub const MAX_POINTS: usize = 10_000;
                   --bin ising2d -- --backend candle"
 )]
 pub struct Args {
-    /// strip width W (periodic), 3 to 20; the transfer matrix acts on 2^W states
+    /// strip width W (periodic), 3 to 20; the transfer matrix acts on 2^W states, and time
+    /// and memory grow as W·2^W: about 16 µs·W·2^W per temperature and 672 B·W·2^W of memory
+    /// (W = 16: 17 s and 0.7 GB; W = 20: 6 min and 14 GB); a run estimated above 10 minutes
+    /// or 4 GiB is refused unless --force
     #[arg(long, default_value_t = 10)]
     pub width: usize,
     /// lowest temperature (in units of J/k_B)
@@ -148,6 +153,74 @@ pub struct Args {
     /// (`--features burn-wgpu`, with `--precision f32`: WGSL has no f64)
     #[arg(long, value_enum, default_value_t = DeviceChoice::Cpu)]
     pub device: DeviceChoice,
+    /// run even when the estimated time or memory exceeds the limits (10 minutes, 4 GiB)
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// The run's estimated cost: an upper estimate from single-temperature runs of the strided
+/// backend in f64 near T_c (cold start) on the development machine (2 vCPUs of an AMD Zen 5,
+/// 2026-12-03: W = 12, 14, 16 took 1.3, 2.9, 15.8 s and 41, 164, 702 MB peak RSS); sweeps
+/// are cheaper per temperature (each eigenvector starts the next power iteration: the
+/// default 40 temperatures at W = 10 took 3.3 s, 6.6 s estimated).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cost {
+    /// wall time, seconds
+    pub seconds: f64,
+    /// peak memory, bytes
+    pub bytes: f64,
+}
+
+/// Seconds per temperature per `W·2^W`.
+const SECONDS_PER_STATE: f64 = 1.6e-5;
+/// Bytes of peak memory per `W·2^W`, above [`BASE_BYTES`].
+const BYTES_PER_STATE: f64 = 672.0;
+/// The program's memory without the strip (plans, tables, the chart).
+const BASE_BYTES: f64 = 10e6;
+/// The largest estimated run time accepted without `--force`, seconds.
+pub const MAX_SECONDS: f64 = 600.0;
+/// The largest estimated peak memory accepted without `--force`, bytes.
+pub const MAX_BYTES: f64 = 4.0 * (1u64 << 30) as f64;
+
+/// The estimated cost of `points` temperatures at strip width `width` (see [`Cost`]).
+pub fn estimate(width: usize, points: usize) -> Cost {
+    let states = width as f64 * 2f64.powi(width as i32);
+    Cost {
+        seconds: SECONDS_PER_STATE * states * points as f64,
+        bytes: BASE_BYTES + BYTES_PER_STATE * states,
+    }
+}
+
+/// `seconds` as `1 h 02 min`, `3 min 20 s` or `4.2 s`.
+fn duration(seconds: f64) -> String {
+    if seconds >= 3600.0 {
+        format!(
+            "{} h {:02} min",
+            (seconds / 3600.0) as u64,
+            ((seconds % 3600.0) / 60.0) as u64
+        )
+    } else if seconds >= 60.0 {
+        format!(
+            "{} min {:02} s",
+            (seconds / 60.0) as u64,
+            (seconds % 60.0) as u64
+        )
+    } else {
+        format!("{seconds:.1} s")
+    }
+}
+
+impl Cost {
+    /// `"4.2 s and 16 MB"`.
+    pub fn describe(&self) -> String {
+        let gb = self.bytes / 1e9;
+        let memory = if gb >= 1.0 {
+            format!("{gb:.1} GB")
+        } else {
+            format!("{:.0} MB", self.bytes / 1e6)
+        };
+        format!("{} and {memory}", duration(self.seconds))
+    }
 }
 
 /// Where the engine's tensors live.
@@ -242,6 +315,19 @@ pub fn check(args: &Args) -> std::result::Result<Plan, String> {
             widths.start(),
             widths.end()
         ));
+    }
+    if args.points <= MAX_POINTS {
+        let cost = estimate(args.width, args.points);
+        if !args.force && (cost.seconds > MAX_SECONDS || cost.bytes > MAX_BYTES) {
+            return Err(format!(
+                "--width {} --points {}: estimated {} of memory, above the limits of 10 min and \
+                 4 GiB (time and memory grow as W·2^W, see --help); use a smaller --width or \
+                 fewer --points, or pass --force to run anyway",
+                args.width,
+                args.points,
+                cost.describe()
+            ));
+        }
     }
     let (t_min, t_max) = (args.t_min, args.t_max);
     if !(t_min > 0.0 && t_max >= t_min && t_max.is_finite()) {
@@ -355,6 +441,7 @@ where
 /// The program: parses the command line, runs, and exits with status 1 and the error on
 /// standard error when the run fails.
 pub fn main() {
+    crate::cli::remove_temporaries_on_interrupt();
     let args = Args::parse();
     if let Err(e) = run(&args) {
         eprintln!("ising2d: {e}");
@@ -369,6 +456,13 @@ pub fn main() {
 /// A message for the user; existing output files are then left untouched.
 pub fn run(args: &Args) -> std::result::Result<(), String> {
     let plan = check(args)?;
+    let cost = estimate(args.width, args.points);
+    if cost.seconds > 10.0 {
+        eprintln!(
+            "ising2d: estimated at most {} (an upper estimate)",
+            cost.describe()
+        );
+    }
     // Refuse unwritable outputs before the sweep, not after it, without touching them.
     let csv_out = Pending::reserve("--csv", &args.csv)?;
     let png_out = Pending::reserve("--png", &args.png)?;
@@ -507,9 +601,11 @@ pub fn run(args: &Args) -> std::result::Result<(), String> {
         "finite width: the exact values are for W = ∞; the differences above are the strip's finite-size effects (largest near T_c)."
     );
 
-    std::fs::write(&csv_out.tmp, csv.as_bytes())
-        .map_err(|e| format!("{}: {e}", args.csv.display()))?;
-    plot(&png_out.tmp, &points, args.width)
+    let (mut csv_out, mut png_out) = (csv_out, png_out);
+    let csv_tmp = csv_out.create()?;
+    std::fs::write(&csv_tmp, csv.as_bytes()).map_err(|e| format!("{}: {e}", args.csv.display()))?;
+    let png_tmp = png_out.create()?;
+    plot(&png_tmp, &points, args.width)
         .map_err(|e| format!("{}: cannot draw the chart: {e}", args.png.display()))?;
     csv_out.commit()?;
     println!("wrote {}", args.csv.display());

@@ -133,6 +133,16 @@ pub enum Error {
         /// what is wrong, and what was expected
         reason: String,
     },
+    /// A rule given finite inputs produced a non-finite output (an overflow: the true result
+    /// is beyond the range of the dtype, such as the cotangent `Ū·S⁻¹` of a matrix whose
+    /// singular values are subnormal). Returned instead of the `inf` or `NaN`.
+    #[error("`{arg}` is not finite: {reason}")]
+    NonFinite {
+        /// the output (`"a_bar"`, `"u_dot"`, …)
+        arg: String,
+        /// which entry, and why
+        reason: String,
+    },
     /// The backend cannot perform this operation (for example complex data on an engine
     /// without complex tensors).
     #[error("backend `{backend}` does not support {what}")]

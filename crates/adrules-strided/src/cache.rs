@@ -15,8 +15,10 @@
 //! # What it holds
 //! Only buffers of at least [`MIN_BYTES`] (smaller ones are served well by the system
 //! allocator) and at most [`limit`] bytes in all (1 GiB by default, or the value of the
-//! environment variable `ADRULES_CACHE_BYTES`, a byte count, read at first use; `0` turns
-//! the cache off; a value that is not a non-negative integer is ignored and the default applies).
+//! environment variable `ADRULES_CACHE_BYTES`, read at first use: a size as [`parse_size`]
+//! reads it, such as `268435456`, `256MiB` or `1.5 GiB`; `0` turns the cache off). A value
+//! that is not a size is reported on standard error at first use, and by [`env_limit`] as a
+//! typed error; the default bound then applies.
 //! When a buffer would exceed the limit, the oldest held buffers go back to the system
 //! first. [`trim`] empties the cache, [`set_limit`] changes the bound.
 //!
@@ -72,11 +74,95 @@ fn bytes_of(s: &Storage) -> usize {
     s.len() * s.dtype().size_of()
 }
 
+/// The environment variable that bounds the cache.
+pub const ENV_VAR: &str = "ADRULES_CACHE_BYTES";
+
+/// Parses a size in bytes: a whole number of bytes (`268435456`, `268435456 B`), or a number
+/// with a binary unit `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024) or a decimal one `kB`,
+/// `MB`, `GB`, `TB` (powers of 1000); units in any case, spaces allowed around the number,
+/// a decimal fraction allowed with a unit (`1.5GiB`; rounded down to whole bytes). `what`
+/// names the value in the error.
+///
+/// # Errors
+/// [`Error::InvalidArgument`](adrules_core::Error::InvalidArgument) naming `what` for
+/// anything else: a sign, an exponent (`1e9`), hexadecimal, a bare `K`/`M`/`G` (ambiguous
+/// between 1000 and 1024), an unknown unit, or a size beyond `usize::MAX`.
+pub fn parse_size(what: &str, text: &str) -> adrules_core::Result<usize> {
+    let invalid = |why: &str| {
+        adrules_core::Error::invalid(
+            what,
+            format!(
+                "{text:?} is not a size: {why} (expected bytes, e.g. `268435456`, or a number \
+                 with KiB, MiB, GiB, TiB, kB, MB, GB, TB)"
+            ),
+        )
+    };
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = (&t[..split], t[split..].trim());
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() || fraction.contains('.') || number.ends_with('.') {
+        return Err(invalid("no number of the form 123 or 1.5"));
+    }
+    let multiplier: u128 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        "k" | "m" | "g" | "t" => {
+            return Err(invalid("a bare K, M, G or T is ambiguous, write KiB or kB"));
+        }
+        _ => return Err(invalid(&format!("unknown unit {unit:?}"))),
+    };
+    if !fraction.is_empty() && multiplier == 1 {
+        return Err(invalid("a fraction of a byte"));
+    }
+    let too_large = || invalid(&format!("larger than {} bytes", usize::MAX));
+    let whole: u128 = whole.parse().map_err(|_| too_large())?;
+    let mut bytes = whole.checked_mul(multiplier).ok_or_else(too_large)?;
+    if !fraction.is_empty() {
+        // 12 digits resolve a byte of a TiB
+        let digits = &fraction[..fraction.len().min(12)];
+        let numerator: u128 = digits.parse().map_err(|_| invalid("a bad fraction"))?;
+        bytes = bytes
+            .checked_add(numerator * multiplier / 10u128.pow(digits.len() as u32))
+            .ok_or_else(too_large)?;
+    }
+    usize::try_from(bytes).map_err(|_| too_large())
+}
+
+/// The bound that [`ENV_VAR`] asks for: `Ok(None)` when it is not set.
+///
+/// # Errors
+/// [`Error::InvalidArgument`](adrules_core::Error::InvalidArgument) when the variable's
+/// value is not a size ([`parse_size`]) or not Unicode.
+pub fn env_limit() -> adrules_core::Result<Option<usize>> {
+    match std::env::var(ENV_VAR) {
+        Ok(v) => parse_size(ENV_VAR, &v).map(Some),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(adrules_core::Error::invalid(
+            ENV_VAR,
+            format!("{v:?} is not Unicode"),
+        )),
+    }
+}
+
 fn default_limit() -> usize {
-    std::env::var("ADRULES_CACHE_BYTES")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(DEFAULT_LIMIT)
+    match env_limit() {
+        Ok(limit) => limit.unwrap_or(DEFAULT_LIMIT),
+        Err(e) => {
+            // Read at the first large allocation, which has no error channel: said once.
+            eprintln!("adrules-strided: {e}; the buffer cache keeps its default bound of 1 GiB");
+            DEFAULT_LIMIT
+        }
+    }
 }
 
 /// The process-wide cache.

@@ -485,6 +485,7 @@ fn bad_arguments_are_refused_before_any_file_is_touched() {
         (&["--memory", "0"], &["--memory"]),
         (&["--memory-t", "nan"], &["--memory-t"]),
         (&["--png", "chart.jpg"], &["--png chart.jpg", ".png"]),
+        (&["--csv", "table.png"], &["--csv table.png", ".csv"]),
         (
             &["--csv", "/nonexistent-dir/t.csv"],
             &["--csv", "does not exist"],
@@ -497,30 +498,33 @@ fn bad_arguments_are_refused_before_any_file_is_touched() {
         cases,
     );
     let mut args = args_in(&dir, &[]);
+    // the chart's own path as the table's: refused by its extension, the chart untouched
     args.csv = dir.join("./ctmrg.png");
     let msg = adrules_examples::ctmrg::run(&args).unwrap_err();
-    assert!(msg.contains("name the same file"), "{msg}");
+    assert!(
+        msg.contains("--csv") && msg.contains("use a .csv path"),
+        "{msg}"
+    );
     assert_eq!(listing(&dir), before);
 }
 
 #[test]
-fn a_successful_run_replaces_both_outputs_and_reports_failed_temperatures() {
+fn a_successful_run_replaces_both_outputs() {
     let guard = scratch("success");
     let dir = guard.0.clone();
     earlier_outputs(&dir);
-    // χ = 8 with 150 iterations allowed: T = 2.65 and 3.0 converge (≈ 110 iterations), near
-    // T_c (2.3) the iteration needs more: that row is reported as failed, with no numbers.
+    // χ = 8 with 150 iterations allowed: T = 2.65 and 3.0 converge (≈ 110 iterations)
     let args = args_in(
         &dir,
         &[
             "--chi",
             "8",
             "--t-min",
-            "2.3",
+            "2.65",
             "--t-max",
             "3",
             "--points",
-            "3",
+            "2",
             "--max-iter",
             "150",
             "--memory",
@@ -537,31 +541,102 @@ fn a_successful_run_replaces_both_outputs_and_reports_failed_temperatures() {
     );
     let csv = String::from_utf8(files[0].1.clone()).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines.len(), 4, "{csv}");
+    assert_eq!(lines.len(), 3, "{csv}");
     assert!(lines[0].starts_with("T,f,u,u_expectation,c,M,"), "{csv}");
+    // T = 3.0: f within 1e-9 of Onsager, read back from the file
+    let row: Vec<f64> = lines[2].split(',').map(|x| x.parse().unwrap()).collect();
+    assert_eq!(row[0], 3.0);
+    assert!(
+        (row[1] - onsager::free_energy(1.0 / 3.0)).abs() < 1e-9,
+        "{}",
+        lines[2]
+    );
+    crate::support::outputs::assert_chart(&files[1].1);
+}
+
+#[test]
+fn a_run_with_failed_temperatures_keeps_the_outputs_and_writes_the_rest_beside_them() {
+    let guard = scratch("some-failed");
+    let dir = guard.0.clone();
+    let before = earlier_outputs(&dir);
+    // near T_c (2.3) χ = 8 needs more than 150 iterations: that temperature fails
+    let args = args_in(
+        &dir,
+        &[
+            "--chi",
+            "8",
+            "--t-min",
+            "2.3",
+            "--t-max",
+            "3",
+            "--points",
+            "3",
+            "--max-iter",
+            "150",
+        ],
+    );
+    let msg = adrules_examples::ctmrg::run(&args).unwrap_err();
+    assert!(
+        msg.contains("1 of 3 temperatures failed (T = 2.3")
+            && msg.contains("ctmrg.partial.csv")
+            && msg.contains("unchanged"),
+        "{msg}"
+    );
+    let files = listing(&dir);
+    let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "ctmrg.csv",
+            "ctmrg.partial.csv",
+            "ctmrg.partial.png",
+            "ctmrg.png"
+        ]
+    );
+    // the user's files are as they were
+    assert_eq!(files[0], before[0]);
+    assert_eq!(files[3], before[1]);
+    let csv = String::from_utf8(files[1].1.clone()).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 4, "{csv}");
     let cols = lines[0].split(',').count();
     for l in &lines[1..] {
         assert_eq!(l.split(',').count(), cols, "{l}");
     }
-    let temps: Vec<f64> = lines[1..]
-        .iter()
-        .map(|l| l.split(',').next().unwrap().parse().unwrap())
-        .collect();
-    assert_eq!(temps, [2.3, 2.65, 3.0]);
-    // the failed row has no numbers
-    assert!(
-        lines[1].split(',').skip(1).all(str::is_empty),
-        "{}",
-        lines[1]
+    // the failed row: no measured numbers, the exact ones present
+    let failed: Vec<&str> = lines[1].split(',').collect();
+    assert_eq!(failed[0], "2.3");
+    assert!(failed[1..6].iter().all(|x| x.is_empty()), "{}", lines[1]);
+    let f_exact: f64 = failed[6].parse().unwrap();
+    assert_eq!(f_exact, onsager::free_energy(1.0 / 2.3));
+    assert!(failed[10..].iter().all(|x| x.is_empty()), "{}", lines[1]);
+    crate::support::outputs::assert_chart(&files[2].1);
+}
+
+#[test]
+fn a_run_in_which_every_temperature_fails_writes_nothing() {
+    let guard = scratch("all-failed");
+    let dir = guard.0.clone();
+    let before = earlier_outputs(&dir);
+    let args = args_in(
+        &dir,
+        &[
+            "--max-iter",
+            "3",
+            "--points",
+            "3",
+            "--t-min",
+            "2.2",
+            "--t-max",
+            "2.4",
+        ],
     );
-    // T = 3.0: f within 1e-9 of Onsager, read back from the file
-    let row: Vec<f64> = lines[3].split(',').map(|x| x.parse().unwrap()).collect();
+    let msg = adrules_examples::ctmrg::run(&args).unwrap_err();
     assert!(
-        (row[1] - onsager::free_energy(1.0 / 3.0)).abs() < 1e-9,
-        "{}",
-        lines[3]
+        msg.contains("3 of 3 temperatures failed") && msg.contains("no output written"),
+        "{msg}"
     );
-    crate::support::outputs::assert_chart(&files[1].1);
+    assert_eq!(listing(&dir), before, "a failed run changed the directory");
 }
 
 #[test]

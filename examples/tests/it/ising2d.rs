@@ -335,6 +335,15 @@ fn bad_arguments_are_refused_before_any_file_is_touched() {
             &["--t-min 0.3", "too cold for f32", "--precision f64"],
         ),
         (&["--png", "chart.jpg"], &["--png chart.jpg", ".png"]),
+        (&["--csv", "ising2d.png"], &["--csv ising2d.png", ".csv"]),
+        (
+            &["--width", "20"],
+            &["--width 20 --points 40", "GB", "--force"],
+        ),
+        (
+            &["--width", "16", "--points", "40"],
+            &["--width 16 --points 40", "10 min", "--force"],
+        ),
         (
             &["--csv", "/nonexistent-dir/t.csv"],
             &["--csv", "does not exist"],
@@ -372,9 +381,13 @@ fn output_paths_are_checked() {
         "{msg}"
     );
     let mut args = args_in(&dir, &[]);
+    // the chart's own path as the table's: refused by its extension, the chart untouched
     args.csv = dir.join("./ising2d.png");
     let msg = adrules_examples::ising2d::run(&args).unwrap_err();
-    assert!(msg.contains("name the same file"), "{msg}");
+    assert!(
+        msg.contains("--csv") && msg.contains("use a .csv path"),
+        "{msg}"
+    );
     let mut args = args_in(&dir, &[]);
     args.png = dir.join("missing").join("ising2d.png");
     let msg = adrules_examples::ising2d::run(&args).unwrap_err();
@@ -493,4 +506,77 @@ fn help_describes_the_example() {
             "the help is the crate's description"
         );
     }
+}
+
+/// An interrupt (SIGINT, as Ctrl-C sends) during the sweep: the program exits with status
+/// 130 and leaves the directory as it was, without temporary files.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_run_leaves_the_directory_as_it_was() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let guard = scratch("interrupted");
+    let dir = guard.0.clone();
+    let before = earlier_outputs(&dir);
+    // 3000 temperatures take minutes: the interrupt arrives during the sweep
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ising2d"))
+        .args(["--points", "3000"])
+        .current_dir(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("the interrupted run did not stop within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    assert_eq!(listing(&dir), before, "the interrupt left files behind");
+}
+
+#[test]
+fn wide_strips_are_estimated_and_refused_above_the_limits_unless_forced() {
+    use adrules_examples::ising2d::{MAX_BYTES, MAX_SECONDS, check, estimate};
+    // time and memory grow with W·2^W: each step of 2 in W costs more than 4×
+    for w in 3..=18 {
+        let (a, b) = (estimate(w, 1), estimate(w + 2, 1));
+        assert!(b.seconds > 4.0 * a.seconds && b.bytes > a.bytes, "W = {w}");
+    }
+    assert!(
+        estimate(10, 40).seconds < 60.0,
+        "the default run must be accepted"
+    );
+    assert!(estimate(20, 1).bytes > MAX_BYTES);
+    assert!(estimate(16, 40).seconds > MAX_SECONDS);
+    let guard = scratch("estimate");
+    let one = ["--points", "1", "--t-min", "2.3", "--t-max", "2.3"];
+    let mut extra = vec!["--width", "16"];
+    extra.extend(one);
+    assert!(
+        check(&args_in(&guard.0, &extra)).is_ok(),
+        "one temperature at W = 16"
+    );
+    let mut extra = vec!["--width", "20"];
+    extra.extend(one);
+    let msg = check(&args_in(&guard.0, &extra)).unwrap_err();
+    assert!(msg.contains("--force") && msg.contains("GB"), "{msg}");
+    extra.push("--force");
+    assert!(check(&args_in(&guard.0, &extra)).is_ok(), "--force");
 }

@@ -57,11 +57,53 @@ pub(crate) fn cplx<T: ImplicitScalar>(re: f64, im: f64) -> T {
 /// the magnitude of a matrix to about 1 before a decomposition, whose iterations (faer's)
 /// fail or lose accuracy near the ends of the exponent range, and before the rules form
 /// squares of singular values.
+///
+/// Any finite `x > 0` gets its own scale, subnormal ones included (`2⁻¹⁰⁷⁴ … 2¹⁰²³`): the
+/// rules then divide by it ([`unscaled`]), never multiply by its reciprocal,
+/// which overflows below `2⁻¹⁰²³`.
 pub(crate) fn pow2_scale(x: f64) -> f64 {
     if x == 0.0 || !x.is_finite() {
         return 1.0;
     }
-    2f64.powi((x.log2().round() as i32).clamp(-1000, 1000))
+    pow2((x.log2().round() as i32).clamp(-1074, 1023))
+}
+
+/// `2ᵏ` exactly, for `k` in `-1074 ..= 1023` (subnormal below `-1022`).
+fn pow2(k: i32) -> f64 {
+    debug_assert!((-1074..=1023).contains(&k));
+    if k >= -1022 {
+        f64::from_bits(((k + 1023) as u64) << 52)
+    } else {
+        f64::from_bits(1u64 << (k + 1074))
+    }
+}
+
+/// The exponent `k` of a power of two `c = 2ᵏ` (normal or subnormal).
+fn exponent(c: f64) -> i32 {
+    let bits = c.to_bits();
+    let e = ((bits >> 52) & 0x7ff) as i32;
+    if e == 0 {
+        63 - bits.leading_zeros() as i32 - 1074
+    } else {
+        e - 1023
+    }
+}
+
+/// The two representable powers of two whose product is `1/c` for a power of two `c`
+/// (`1/c` itself overflows for `c < 2⁻¹⁰²³`, and in single precision sooner): multiplying
+/// by both is exact wherever the quotient is representable, in either precision (each
+/// factor is at most `2⁵³⁷`, `2⁷⁵` for the scales of single-precision data).
+fn reciprocal_factors(c: f64) -> (f64, f64) {
+    let k = -exponent(c);
+    let h = k / 2;
+    (pow2(h), pow2(k - h))
+}
+
+/// `x / c` for every entry, `c` a power of two (see [`reciprocal_factors`]).
+pub(crate) fn unscaled<T: ImplicitScalar>(x: MatRef<'_, T>, c: f64) -> Mat<T> {
+    let (a, b) = reciprocal_factors(c);
+    let (a, b) = (real::<T>(a), real::<T>(b));
+    Mat::from_fn(x.nrows(), x.ncols(), |i, j| x[(i, j)] * a * b)
 }
 
 /// `x·c` for every entry.
@@ -164,19 +206,41 @@ pub(crate) fn split<T: ImplicitScalar>(
     Ok(mats)
 }
 
-/// Gathers `rows × cols` matrices into a host tensor `[batch…, rows, cols]`.
+/// The output `arg` is not finite: the rules check their inputs for finite entries, so
+/// this is an overflow of the true result beyond the range of `dtype`.
+fn non_finite(arg: &str, at: String, value: String, dtype: DType) -> Error {
+    Error::NonFinite {
+        arg: arg.to_string(),
+        reason: format!(
+            "{at} is {value} although every input is finite: the result is beyond the range of \
+             {dtype}"
+        ),
+    }
+}
+
+/// Gathers `rows × cols` matrices into a host tensor `[batch…, rows, cols]`, the output
+/// `arg` of a decomposition or rule.
+///
+/// # Errors
+/// [`Error::NonFinite`] naming `arg` for a non-finite entry.
 pub(crate) fn join<T: ImplicitScalar>(
+    arg: &str,
     batch: &[usize],
     rows: usize,
     cols: usize,
     mats: &[Mat<T>],
 ) -> Result<HostTensor> {
     let mut data = Vec::with_capacity(mats.len() * rows * cols);
-    for a in mats {
+    for (b, a) in mats.iter().enumerate() {
         debug_assert_eq!(a.shape(), (rows, cols));
         for i in 0..rows {
             for j in 0..cols {
-                data.push(a[(i, j)]);
+                let x = a[(i, j)];
+                if !Scalar::is_finite(x) {
+                    let at = format!("entry ({i}, {j}) of matrix {b}");
+                    return Err(non_finite(arg, at, format!("{x:?}"), T::DTYPE));
+                }
+                data.push(x);
             }
         }
     }
@@ -186,14 +250,27 @@ pub(crate) fn join<T: ImplicitScalar>(
 }
 
 /// Gathers real vectors of length `len` into a host tensor `[batch…, len]` of dtype
-/// `dtype` (a real dtype).
+/// `dtype` (a real dtype), the output `arg`.
+///
+/// # Errors
+/// [`Error::NonFinite`] naming `arg` for an entry that is not finite in `dtype`.
 pub(crate) fn join_real(
+    arg: &str,
     batch: &[usize],
     len: usize,
     vecs: &[Vec<f64>],
     dtype: DType,
 ) -> Result<HostTensor> {
     let data: Vec<f64> = vecs.iter().flat_map(|v| v.iter().copied()).collect();
+    let max = if dtype == DType::F32 {
+        f32::MAX as f64
+    } else {
+        f64::MAX
+    };
+    if let Some(p) = data.iter().position(|x| !x.is_finite() || x.abs() > max) {
+        let at = format!("entry {p} (row-major)");
+        return Err(non_finite(arg, at, format!("{:e}", data[p]), dtype));
+    }
     let mut dims = batch.to_vec();
     dims.push(len);
     Ok(HostTensor::new(&dims, HostData::F64(data))?.to_dtype_projected(dtype))

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use faer::{Mat, MatRef, Side};
 
 use super::batch::{
-    abs, by_dtype, cj, eps, host_arg, im, join, join_real, matrix_dims, max_abs, mm, pow2_scale,
-    re, real, scaled, split, split_real,
+    abs, by_dtype, cj, eps, host_arg, im, join, join_real, matrix_dims, max_abs, mm, mm_add,
+    pow2_scale, re, real, split, split_real, unscaled,
 };
 use super::svd::{inv_gap, inv_gap_slope};
 use super::{RuleOptions, gauge_error};
@@ -86,7 +86,7 @@ fn host_eigh_t<T: ImplicitScalar>(a: &HostTensor) -> Result<[HostTensor; 2]> {
             continue;
         }
         let c = pow2_scale(big);
-        let h = scaled(h.as_ref(), 1.0 / c);
+        let h = unscaled(h.as_ref(), c);
         let dec =
             faer::linalg::solvers::SelfAdjointEigen::new(h.as_ref(), Side::Lower).map_err(|e| {
                 Error::Backend {
@@ -98,8 +98,8 @@ fn host_eigh_t<T: ImplicitScalar>(a: &HostTensor) -> Result<[HostTensor; 2]> {
         vs.push(dec.U().to_owned());
     }
     Ok([
-        join_real(&batch, n, &ls, T::DTYPE.real())?,
-        join(&batch, n, n, &vs)?,
+        join_real("values", &batch, n, &ls, T::DTYPE.real())?,
+        join("vectors", &batch, n, n, &vs)?,
     ])
 }
 
@@ -277,7 +277,7 @@ fn eigh_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
         let iv = mm(inner.as_ref(), v.adjoint());
         out.push(mm(v, iv.as_ref()));
     }
-    join(&batch, n, n, &out)
+    join("a_bar_dot", &batch, n, n, &out)
 }
 
 fn eigh_pullback_t<B: Backend, T: ImplicitScalar>(
@@ -312,7 +312,7 @@ fn eigh_pullback_t<B: Backend, T: ImplicitScalar>(
             &pb.opts,
         )?);
     }
-    join(&batch, n, n, &out)
+    join("a_bar", &batch, n, n, &out)
 }
 
 fn eigh_pullback<T: ImplicitScalar>(
@@ -340,7 +340,11 @@ fn eigh_pullback<T: ImplicitScalar>(
             }
         }
     }
-    let scale = lam.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
+    // In units of c (a power of two near max|λ|): Ā = V·diag(λ̄)·Vᴴ + Ā₁/c, the first term
+    // homogeneous of degree 0 in the scale of A, the second (through 1/Δ) of degree −1,
+    // formed in those units and divided by c once (1/Δ itself can overflow).
+    let (lam_u, c, eb) = in_units(lam, opts.broadening);
+    let scale = lam_u.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
     let tol = opts.rtol::<T>(n) * scale;
     let ltol =
         eps::<T>().sqrt() * l_bar.map_or(0.0, |x| x.iter().fold(0.0f64, |a, b| a.max(b.abs())));
@@ -348,11 +352,10 @@ fn eigh_pullback<T: ImplicitScalar>(
     for i in 0..n {
         for k in 0..n {
             if i == k {
-                p[(i, i)] = real::<T>(l_bar.map_or(0.0, |x| x[i]));
                 continue;
             }
             let num = (j[(i, k)] - cj(j[(k, i)])) * real::<T>(0.5);
-            match inv_gap(lam[k] - lam[i], tol, opts.broadening) {
+            match inv_gap(lam_u[k] - lam_u[i], tol, eb) {
                 Some(f) => p[(i, k)] = num * real::<T>(f),
                 None if l_bar.is_some_and(|x| (x[i] - x[k]).abs() > ltol) => {
                     return Err(gauge_error(
@@ -380,7 +383,24 @@ fn eigh_pullback<T: ImplicitScalar>(
         }
     }
     let pv = mm(p.as_ref(), v.adjoint());
-    Ok(mm(v, pv.as_ref()))
+    let mut out = unscaled(mm(v, pv.as_ref()).as_ref(), c);
+    if let Some(lb) = l_bar {
+        let lv = Mat::from_fn(n, n, |i, k| cj(v[(k, i)]) * real::<T>(lb[i]));
+        mm_add(&mut out, T::one(), v, lv.as_ref());
+    }
+    Ok(out)
+}
+
+/// Eigenvalues in units of a power of two `c` near the largest magnitude, with the
+/// broadening of their gaps in the same units (`ε/c²`): `(λ/c, c, ε/c²)`.
+fn in_units(lam: &[f64], broadening: f64) -> (Vec<f64>, f64, f64) {
+    let c = pow2_scale(lam.iter().fold(0.0f64, |a, &b| a.max(b.abs())));
+    let eb = if broadening == 0.0 {
+        0.0
+    } else {
+        broadening / c / c
+    };
+    (lam.iter().map(|x| x / c).collect(), c, eb)
 }
 
 /// The eigendecomposition and its tangent for `Ȧ`: with `Ḣ = (Ȧ + Ȧᴴ)/2` and
@@ -425,20 +445,21 @@ fn eigh_frule_t<T: ImplicitScalar>(
         let h = Mat::from_fn(n, n, |i, j| (x[(i, j)] + cj(x[(j, i)])) * real::<T>(0.5));
         let hv = mm(h.as_ref(), v);
         let dp = mm(v.adjoint(), hv.as_ref());
-        let scale = lam.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
+        // V̇ is homogeneous of degree −1 in the scale of A: formed in units of c, then /c
+        let (lam_u, c, eb) = in_units(lam, opts.broadening);
+        let scale = lam_u.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
         let tol = opts.rtol::<T>(n) * scale;
         let om = Mat::from_fn(n, n, |i, k| {
             if i == k {
                 return T::zero();
             }
-            inv_gap(lam[k] - lam[i], tol, opts.broadening)
-                .map_or(T::zero(), |f| dp[(i, k)] * real::<T>(f))
+            inv_gap(lam_u[k] - lam_u[i], tol, eb).map_or(T::zero(), |f| dp[(i, k)] * real::<T>(f))
         });
         dls.push((0..n).map(|i| re(dp[(i, i)])).collect());
-        dvs.push(mm(v, om.as_ref()));
+        dvs.push(unscaled(mm(v, om.as_ref()).as_ref(), c));
     }
     Ok([
-        join_real(&batch, n, &dls, T::DTYPE.real())?,
-        join(&batch, n, n, &dvs)?,
+        join_real("values_dot", &batch, n, &dls, T::DTYPE.real())?,
+        join("vectors_dot", &batch, n, n, &dvs)?,
     ])
 }

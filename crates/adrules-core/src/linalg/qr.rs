@@ -10,7 +10,7 @@ use faer::{Mat, MatRef};
 
 use super::batch::{
     abs, by_dtype, cj, cols, eps, hcat, host_arg, join, matrix_dims, max_abs, mm, mm_add,
-    pow2_scale, re, real, scaled, split,
+    pow2_scale, re, real, scaled, split, unscaled,
 };
 use super::fold_complement;
 use super::svd::complement_tangent;
@@ -89,7 +89,10 @@ fn host_qr_t<T: ImplicitScalar>(a: &HostTensor, mode: QrMode) -> Result<[HostTen
         rs.push(r);
     }
     let (kq, kr) = if complete { (m, m) } else { (k, k) };
-    Ok([join(&batch, m, kq, &qs)?, join(&batch, kr, n, &rs)?])
+    Ok([
+        join("q", &batch, m, kq, &qs)?,
+        join("r", &batch, kr, n, &rs)?,
+    ])
 }
 
 fn qr_matrix<T: ImplicitScalar>(a: MatRef<'_, T>, complete: bool) -> (Mat<T>, Mat<T>) {
@@ -101,7 +104,7 @@ fn qr_matrix<T: ImplicitScalar>(a: MatRef<'_, T>, complete: bool) -> (Mat<T>, Ma
     }
     // R scales with A, Q does not: decompose A/c (c a power of two near max|A|), scale R back
     let c = pow2_scale(max_abs(a));
-    let a = scaled(a, 1.0 / c);
+    let a = unscaled(a, c);
     let dec = faer::linalg::solvers::Qr::new(a.as_ref());
     let mut q = if complete {
         dec.compute_Q()
@@ -284,9 +287,23 @@ fn qr_pullback_t<B: Backend, T: ImplicitScalar>(
             })
             .transpose()?;
         let rbar = rb.as_ref().map(|x| x[b].as_ref().subrows(0, k).to_owned());
-        out.push(qr_pullback(q, r, qbar, rbar)?);
+        // In units of c (a power of two near max|R|), R' = R/c: the pullback is linear in
+        // the cotangents, its R̄ part homogeneous of degree 0 in the scale of A and its Q̄
+        // part of degree −1, Ā = Ā(0, R̄; R') + Ā(Q̄, 0; R')/c, so that no product in the
+        // triangular solves leaves the range when R is tiny or huge.
+        let c = pow2_scale(max_abs(r));
+        let r1 = unscaled(r, c);
+        let mut a_bar = match rbar {
+            Some(rbar) => qr_pullback(q, r1.as_ref(), None, Some(rbar))?,
+            None => Mat::zeros(m, n),
+        };
+        if let Some(qbar) = qbar {
+            let part = qr_pullback(q, r1.as_ref(), Some(qbar), None)?;
+            a_bar += unscaled(part.as_ref(), c);
+        }
+        out.push(a_bar);
     }
-    join(&batch, m, n, &out)
+    join("a_bar", &batch, m, n, &out)
 }
 
 fn qr_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
@@ -353,7 +370,7 @@ fn qr_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
             [qbar_dot.as_ref(), rbar_dot.as_ref()],
         ));
     }
-    Ok([bar, join(&batch, m, n, &out)?])
+    Ok([bar, join("a_bar_dot", &batch, m, n, &out)?])
 }
 
 /// One matrix: `Ā̇`, the tangent of [`qr_pullback`]'s `Ā` for `[Q, R]` (`m×k`, `k×n`)
@@ -574,7 +591,11 @@ fn qr_frule_t<T: ImplicitScalar>(
     for b in 0..dots.len() {
         let q_all = qs[b].as_ref();
         let q = q_all.subcols(0, k);
-        let (mut dq, mut dr) = qr_pushforward(q, rs[b].as_ref().subrows(0, k), dots[b].as_ref())?;
+        // in units of c, R' = R/c: Ṙ is homogeneous of degree 0 in the scale of A, Q̇ of −1
+        let r = rs[b].as_ref().subrows(0, k);
+        let c = pow2_scale(max_abs(r));
+        let (dq1, mut dr) = qr_pushforward(q, unscaled(r, c).as_ref(), dots[b].as_ref())?;
+        let mut dq = unscaled(dq1.as_ref(), c);
         if complete {
             let dq_p = complement_tangent(q, dq.as_ref(), q_all.subcols(k, m - k));
             dq = hcat(dq.as_ref(), dq_p.as_ref());
@@ -584,5 +605,8 @@ fn qr_frule_t<T: ImplicitScalar>(
         drs.push(dr);
     }
     let (kq, kr) = if complete { (m, m) } else { (k, k) };
-    Ok([join(&batch, m, kq, &dqs)?, join(&batch, kr, n, &drs)?])
+    Ok([
+        join("q_dot", &batch, m, kq, &dqs)?,
+        join("r_dot", &batch, kr, n, &drs)?,
+    ])
 }

@@ -6,7 +6,7 @@ use faer::{Mat, MatRef};
 
 use super::batch::{
     by_dtype, cj, cols, cplx, eps, hcat, host_arg, im, join, join_real, matrix_dims, max_abs, mm,
-    mm_add, pow2_scale, re, real, scaled, split, split_real,
+    mm_add, pow2_scale, re, real, split, split_real, unscaled,
 };
 use super::{RuleOptions, fold_complement, gauge_error};
 use crate::backend::Backend;
@@ -194,9 +194,9 @@ fn host_svd_t<T: ImplicitScalar>(a: &HostTensor, mode: SvdMode) -> Result<[HostT
     }
     let (ku, kv) = if full { (m, n) } else { (k, k) };
     Ok([
-        join(&batch, m, ku, &us)?,
-        join_real(&batch, k, &ss, T::DTYPE.real())?,
-        join(&batch, kv, n, &vhs)?,
+        join("u", &batch, m, ku, &us)?,
+        join_real("s", &batch, k, &ss, T::DTYPE.real())?,
+        join("vh", &batch, kv, n, &vhs)?,
     ])
 }
 
@@ -211,7 +211,7 @@ fn svd_matrix<T: ImplicitScalar>(
         return Ok((Mat::identity(m, ku), Vec::new(), Mat::identity(n, kv)));
     }
     let c = pow2_scale(max_abs(a));
-    let a = scaled(a, 1.0 / c);
+    let a = unscaled(a, c);
     let dec = if full {
         faer::linalg::solvers::Svd::new(a.as_ref())
     } else {
@@ -334,10 +334,10 @@ fn truncate_t<T: ImplicitScalar>(
         .unzip();
     let real = T::DTYPE.real();
     Ok([
-        join(&batch, m, rank, &u_r)?,
-        join_real(&batch, rank, &kept, real)?,
-        join(&batch, rank, n, &vh_r)?,
-        join_real(&batch, k - rank, &dropped, real)?,
+        join("u", &batch, m, rank, &u_r)?,
+        join_real("s", &batch, rank, &kept, real)?,
+        join("vh", &batch, rank, n, &vh_r)?,
+        join_real("discarded", &batch, k - rank, &dropped, real)?,
     ])
 }
 
@@ -607,7 +607,7 @@ fn pullback_t<B: Backend, T: ImplicitScalar>(
         };
         out.push(a_bar);
     }
-    join(&batch, m, n, &out)
+    join("a_bar", &batch, m, n, &out)
 }
 
 /// Thin factors `U: m×k`, `s`, `V: n×k`, or their tangents, cotangents or the cotangents'
@@ -793,7 +793,7 @@ fn pullback_tangent_t<B: Backend, T: ImplicitScalar>(
         };
         out.push(dot);
     }
-    Ok([bar, join(&batch, m, n, &out)?])
+    Ok([bar, join("a_bar_dot", &batch, m, n, &out)?])
 }
 
 /// One matrix: `Ā̇`, the tangent of [`svd_pullback`]'s `Ā` for thin factors `x` moving
@@ -889,8 +889,7 @@ fn svd_pullback_tangent<T: ImplicitScalar>(
         mm_add(&mut out, one, u, wg_dot.adjoint());
         mm_add(&mut out, one, du, wg.adjoint());
     }
-    let inv_c = real::<T>(1.0 / c);
-    Mat::from_fn(m, n, |i, jj| out[(i, jj)] * inv_c)
+    unscaled(out.as_ref(), c)
 }
 
 /// `(W·G, Ẇ·G + W·Ġ)` for `W = X̄ − X·J` (the part of a cotangent outside span `X`),
@@ -1001,7 +1000,9 @@ fn svd_pullback<T: ImplicitScalar>(
         return Ok(a_bar);
     }
     // singular values in units of c (a power of two near s₀), so that their squares neither
-    // overflow nor underflow; every 1/s and 1/Δ below is then divided by c (resp. c²)
+    // overflow nor underflow. Ā = U·diag(S̄)·Vᴴ + Ā₁/c: the first term is homogeneous of
+    // degree 0 in the scale of A, every other one (through 1/s and s/Δ) of degree −1, and
+    // is formed in those units (Ā₁) and divided by c once at the end (1/c may overflow).
     let sc = Scaled::new(s, opts.broadening);
     let (s, s0, c) = (sc.s.as_slice(), sc.s0, sc.c);
     let rtol = opts.rtol::<T>(m.min(n));
@@ -1044,8 +1045,8 @@ fn svd_pullback<T: ImplicitScalar>(
                 + real::<T>(s[i]) * (kk[(i, jj)] - cj(kk[(jj, i)]));
             let delta = s[jj] * s[jj] - s[i] * s[i];
             match inv_gap(delta, rtol * s0 * (s[i] + s[jj]), sc.eb_gap) {
-                // num·(1/Δ) in true units: num/c and (1/Δ)·c² scaled, hence /c
-                Some(f) => p[(i, jj)] = num * real::<T>(f / c),
+                // num·(1/Δ) in units of c (true value: this divided by c)
+                Some(f) => p[(i, jj)] = num * real::<T>(f),
                 None => {
                     let (si, sj) = sbar.map_or((0.0, 0.0), |x| (x[i], x[jj]));
                     if (si - sj).abs() > stol {
@@ -1086,12 +1087,9 @@ fn svd_pullback<T: ImplicitScalar>(
             }
         }
     }
-    let inv: Vec<Option<f64>> = s
-        .iter()
-        .map(|&x| inv_s(x, s0, rtol, sc.eb_s).map(|w| w / c))
-        .collect();
+    let inv: Vec<Option<f64>> = s.iter().map(|&x| inv_s(x, s0, rtol, sc.eb_s)).collect();
     for i in 0..k {
-        let mut d = real::<T>(sbar.map_or(0.0, |x| x[i]));
+        let mut d = T::zero();
         if complex {
             let phase = (im(j[(i, i)]) - im(kk[(i, i)])) / 2.0;
             match inv[i] {
@@ -1122,7 +1120,13 @@ fn svd_pullback<T: ImplicitScalar>(
         scale_cols(&mut w, &inv, gtol)?;
         mm_add(&mut a_bar, T::one(), u, w.adjoint());
     }
-    Ok(a_bar)
+    // Ā = U·diag(S̄)·Vᴴ + Ā₁/c
+    let mut out = unscaled(a_bar.as_ref(), c);
+    if let Some(sb) = sbar {
+        let sv = Mat::from_fn(k, n, |i, j| cj(v[(j, i)]) * real::<T>(sb[i]));
+        mm_add(&mut out, T::one(), u, sv.as_ref());
+    }
+    Ok(out)
 }
 
 fn zero_value_error(i: usize) -> Error {
@@ -1172,9 +1176,11 @@ fn svd_pushforward<T: ImplicitScalar>(
     let av = mm(a_dot, v);
     let dp = mm(u.adjoint(), av.as_ref());
     let ds: Vec<f64> = (0..k).map(|i| re(dp[(i, i)])).collect();
+    // U̇ and V̇ are homogeneous of degree −1 in the scale of A (ṡ of degree 0): formed in
+    // units of c, divided by c at the end
     let inv: Vec<f64> = s
         .iter()
-        .map(|&x| inv_s(x, s0, rtol, sc.eb_s).map_or(0.0, |w| w / c))
+        .map(|&x| inv_s(x, s0, rtol, sc.eb_s).unwrap_or(0.0))
         .collect();
     let mut om_u = Mat::<T>::zeros(k, k);
     let mut om_v = Mat::<T>::zeros(k, k);
@@ -1188,7 +1194,6 @@ fn svd_pushforward<T: ImplicitScalar>(
             }
             let delta = s[j] * s[j] - s[i] * s[i];
             if let Some(f) = inv_gap(delta, rtol * s0 * (s[i] + s[j]), sc.eb_gap) {
-                let f = f / c;
                 let (x, y) = (dp[(i, j)], cj(dp[(j, i)]));
                 om_u[(i, j)] = (x * real::<T>(s[j]) + real::<T>(s[i]) * y) * real::<T>(f);
                 om_v[(i, j)] = (real::<T>(s[i]) * x + y * real::<T>(s[j])) * real::<T>(f);
@@ -1217,7 +1222,7 @@ fn svd_pushforward<T: ImplicitScalar>(
         }
         dv += w;
     }
-    (du, ds, dv)
+    (unscaled(du.as_ref(), c), ds, unscaled(dv.as_ref(), c))
 }
 
 /// The tangent of complement columns `Q⊥` for the tangent `Q̇` of the leading ones `Q`: the
@@ -1342,8 +1347,8 @@ fn frule_t<T: ImplicitScalar>(
     }
     let (ku, kv) = if full { (m, n) } else { (k, k) };
     Ok([
-        join(&batch, m, ku, &dus)?,
-        join_real(&batch, k, &dss, T::DTYPE.real())?,
-        join(&batch, kv, n, &dvhs)?,
+        join("u_dot", &batch, m, ku, &dus)?,
+        join_real("s_dot", &batch, k, &dss, T::DTYPE.real())?,
+        join("vh_dot", &batch, kv, n, &dvhs)?,
     ])
 }

@@ -16,6 +16,7 @@ mod implicit_second_order;
 mod implicit_solvers;
 mod linalg_oracle;
 mod linalg_rules;
+mod linalg_scale;
 mod network_evaluate;
 mod network_primal;
 mod network_rules;

@@ -112,3 +112,74 @@ rusty_fork::rusty_fork_test! {
         drop(keep);
     }
 }
+
+#[test]
+fn cache_sizes_are_read_in_the_usual_forms() {
+    let ok: &[(&str, usize)] = &[
+        ("0", 0),
+        ("268435456", 268_435_456),
+        (" 4096 B ", 4096),
+        ("1GiB", 1 << 30),
+        ("256 MiB", 256 << 20),
+        ("64kib", 64 << 10),
+        ("1.5GiB", 3 << 29),
+        ("2 TiB", 2 << 40),
+        ("10MB", 10_000_000),
+        ("1kB", 1000),
+        ("0.5 KiB", 512),
+        ("18446744073709551615", usize::MAX),
+    ];
+    for &(text, bytes) in ok {
+        assert_eq!(cache::parse_size("size", text).unwrap(), bytes, "{text:?}");
+    }
+    let bad: &[(&str, &str)] = &[
+        ("", "no number"),
+        ("-1", "no number"),
+        ("1e9", "unknown unit"),
+        ("0x100000", "unknown unit"),
+        ("18446744073709551616", "larger than"),
+        ("16777216 TiB", "larger than"),
+        ("1G", "ambiguous"),
+        ("1.5", "a fraction of a byte"),
+        ("1.", "no number"),
+        ("1.2.3 MiB", "no number"),
+        ("one GiB", "no number"),
+        ("5 parsecs", "unknown unit"),
+    ];
+    for &(text, says) in bad {
+        match cache::parse_size("size", text) {
+            Err(adrules_core::Error::InvalidArgument { arg, reason }) => {
+                assert_eq!(arg, "size");
+                assert!(reason.contains(says), "{text:?}: {reason}");
+            }
+            other => panic!("{text:?} gave {other:?}"),
+        }
+    }
+}
+
+rusty_fork::rusty_fork_test! {
+    #![rusty_fork(timeout_ms = 300_000)]
+    #[test]
+    fn a_size_in_the_environment_bounds_the_cache() {
+        // SAFETY: this child process runs this one test; nothing reads the environment
+        // concurrently.
+        unsafe { std::env::set_var(cache::ENV_VAR, "64 MiB") };
+        assert_eq!(cache::env_limit().unwrap(), Some(64 << 20));
+        assert_eq!(cache::limit(), 64 << 20);
+    }
+
+    #[test]
+    fn a_value_that_is_not_a_size_is_an_error_not_a_silent_default() {
+        // SAFETY: as above.
+        unsafe { std::env::set_var(cache::ENV_VAR, "1e9") };
+        match cache::env_limit() {
+            Err(adrules_core::Error::InvalidArgument { arg, reason }) => {
+                assert_eq!(arg, cache::ENV_VAR);
+                assert!(reason.contains("\"1e9\""), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // the cache itself keeps working, with the default bound
+        assert_eq!(cache::limit(), cache::DEFAULT_LIMIT);
+    }
+}

@@ -1,0 +1,228 @@
+//! The decompositions and their first-order rules at every scale of the input: a matrix
+//! multiplied by a power of two `c`, from subnormal to near overflow, has the same factors
+//! (U, V, Q: degree 0; s, R, λ: degree 1) and rules that scale by known degrees (the
+//! cotangent of `S̄`, `R̄`, `λ̄` and the tangents `ṡ`, `Ṙ`, `λ̇`: degree 0; the parts through
+//! `Ū`, `V̄`, `Q̄` and the tangents `U̇`, `V̇`, `Q̇`: degree −1). Where the true result is beyond
+//! the dtype's range the rule returns `Error::NonFinite`, never an `inf` or a `NaN`.
+
+use crate::support::linalg::*;
+use adrules_core::linalg::{
+    QrMode, RuleOptions, SvdCotangents, SvdMode, eigh_frule, eigh_rrule, qr_frule, qr_rrule,
+    svd_frule, svd_rrule,
+};
+use adrules_core::{DType, Error, HostTensor, Result};
+
+/// `x·2ᵏ` entrywise.
+fn times_pow2(x: &HostTensor, k: i32) -> HostTensor {
+    let f = 2f64.powi(k / 2) * 2f64.powi(k - k / 2);
+    map1(x, x.dtype(), |z| z * f)
+}
+
+/// `‖x·2ᵏ − y‖/‖y‖`, with `2ᵏ` applied in two exact steps.
+fn rel_scaled(x: &HostTensor, k: i32, y: &HostTensor) -> f64 {
+    let x = map1(x, DType::C64, |z| {
+        z * 2f64.powi(k / 2) * 2f64.powi(k - k / 2)
+    });
+    let y = map1(y, DType::C64, |z| z);
+    let d = axpy(&x, -1.0, &y);
+    norm(&d) / norm(&y).max(f64::MIN_POSITIVE)
+}
+
+/// `(exponent, tolerance)` pairs for `dtype`: subnormal, tiny, huge (the rules need the
+/// result in range; the tolerance covers the subnormal inputs' lost digits).
+fn scales(dtype: DType) -> Vec<(i32, f64)> {
+    if dtype.is_double() {
+        vec![(-1030, 1e-9), (-997, 1e-11), (-500, 1e-11), (900, 1e-11)]
+    } else {
+        vec![(-130, 2e-3), (-120, 1e-4), (100, 1e-4)]
+    }
+}
+
+fn non_finite<T: std::fmt::Debug>(r: Result<T>) -> bool {
+    matches!(r, Err(Error::NonFinite { .. }))
+}
+
+const ALL: [DType; 4] = [DType::F32, DType::F64, DType::C32, DType::C64];
+
+#[test]
+fn svd_rules_scale_from_subnormal_to_huge() {
+    for dtype in ALL {
+        let a0 = random(&[4, 3], dtype, 7);
+        let dot = random(&[4, 3], dtype, 8);
+        let (out0, pb0) =
+            svd_rrule(&be(), &dev(&a0), SvdMode::Thin, RuleOptions::default()).unwrap();
+        let ones = HostTensor::from_vec(&[3], vec![1.0; 3])
+            .unwrap()
+            .to_dtype_projected(dtype.real());
+        // a gauge-invariant cotangent through U·Vh: Re⟨W, U·Vh⟩ gives Ū = W·V, V̄h = Uᴴ·W
+        let w = random(&[4, 3], dtype, 9);
+        let (u0, vh0) = (host(&out0.u), host(&out0.vh));
+        let ubar = matmap(&w, &vh0, 4, 3, |w, vh| w * vh.adjoint());
+        let vhbar = matmap(&u0, &w, 3, 3, |u, w| u.adjoint() * w);
+        let s_only = |pb: &adrules_core::linalg::SvdPullback<_>| {
+            pb.pullback(SvdCotangents {
+                s: Some(&dev(&ones)),
+                ..Default::default()
+            })
+        };
+        let through_u = |pb: &adrules_core::linalg::SvdPullback<_>| {
+            pb.pullback(SvdCotangents {
+                u: Some(&dev(&ubar)),
+                vh: Some(&dev(&vhbar)),
+                ..Default::default()
+            })
+        };
+        let g0 = host(&s_only(&pb0).unwrap());
+        let h0 = host(&through_u(&pb0).unwrap());
+        let (_, t0) = svd_frule(
+            &be(),
+            &dev(&a0),
+            &dev(&dot),
+            SvdMode::Thin,
+            RuleOptions::default(),
+        )
+        .unwrap();
+        for (k, tol) in scales(dtype) {
+            let a = times_pow2(&a0, k);
+            let (out, pb) = svd_rrule(&be(), &dev(&a), SvdMode::Thin, RuleOptions::default())
+                .unwrap_or_else(|e| panic!("{dtype} 2^{k}: {e}"));
+            assert!(
+                rel_scaled(&host(&out.s), -k, &host(&out0.s)) < tol,
+                "{dtype} 2^{k}: s"
+            );
+            // d Σs / dA = U·Vh at every scale
+            let g = host(&s_only(&pb).unwrap_or_else(|e| panic!("{dtype} 2^{k}: {e}")));
+            let r = rel_scaled(&g, 0, &g0);
+            assert!(r < tol, "{dtype} 2^{k}: Σs cotangent off by {r:e}");
+            // through U and Vh: degree −1, so beyond the range below 2^-1000 or so
+            match through_u(&pb) {
+                Ok(h) => {
+                    let r = rel_scaled(&host(&h), k, &h0);
+                    assert!(r < tol, "{dtype} 2^{k}: U·Vh cotangent off by {r:e}");
+                }
+                Err(e) => assert!(
+                    matches!(e, Error::NonFinite { .. })
+                        && (k < -1000 || (k < -120 && !dtype.is_double())),
+                    "{dtype} 2^{k}: {e}"
+                ),
+            }
+            match svd_frule(
+                &be(),
+                &dev(&a),
+                &dev(&dot),
+                SvdMode::Thin,
+                RuleOptions::default(),
+            ) {
+                Ok((_, t)) => {
+                    assert!(
+                        rel_scaled(&host(&t.s), 0, &host(&t0.s)) < tol,
+                        "{dtype} 2^{k}: ṡ"
+                    );
+                    let r = rel_scaled(&host(&t.u), k, &host(&t0.u));
+                    assert!(r < tol, "{dtype} 2^{k}: U̇ off by {r:e}");
+                }
+                Err(e) => assert!(non_finite::<()>(Err(e)), "{dtype} 2^{k}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn qr_rules_scale_from_subnormal_to_huge() {
+    for dtype in ALL {
+        let a0 = random(&[4, 3], dtype, 17);
+        let dot = random(&[4, 3], dtype, 18);
+        let qbar = random(&[4, 3], dtype, 19);
+        let rbar = random(&[3, 3], dtype, 20);
+        let (_, pb0) = qr_rrule(&be(), &dev(&a0), QrMode::Reduced).unwrap();
+        let g0 = host(&pb0.pullback(None, Some(&dev(&rbar))).unwrap());
+        let h0 = host(&pb0.pullback(Some(&dev(&qbar)), None).unwrap());
+        let (_, t0) = qr_frule(&be(), &dev(&a0), &dev(&dot), QrMode::Reduced).unwrap();
+        for (k, tol) in scales(dtype) {
+            let a = times_pow2(&a0, k);
+            let (_, pb) = qr_rrule(&be(), &dev(&a), QrMode::Reduced)
+                .unwrap_or_else(|e| panic!("{dtype} 2^{k}: {e}"));
+            let g = host(
+                &pb.pullback(None, Some(&dev(&rbar)))
+                    .unwrap_or_else(|e| panic!("{dtype} 2^{k}: {e}")),
+            );
+            let r = rel_scaled(&g, 0, &g0);
+            assert!(r < tol, "{dtype} 2^{k}: R̄ cotangent off by {r:e}");
+            match pb.pullback(Some(&dev(&qbar)), None) {
+                Ok(h) => {
+                    let r = rel_scaled(&host(&h), k, &h0);
+                    assert!(r < tol, "{dtype} 2^{k}: Q̄ cotangent off by {r:e}");
+                }
+                Err(e) => assert!(
+                    matches!(e, Error::NonFinite { .. })
+                        && (k < -1000 || (k < -120 && !dtype.is_double())),
+                    "{dtype} 2^{k}: {e}"
+                ),
+            }
+            match qr_frule(&be(), &dev(&a), &dev(&dot), QrMode::Reduced) {
+                Ok((_, t)) => {
+                    assert!(
+                        rel_scaled(&host(&t.r), 0, &host(&t0.r)) < tol,
+                        "{dtype} 2^{k}: Ṙ"
+                    );
+                    let r = rel_scaled(&host(&t.q), k, &host(&t0.q));
+                    assert!(r < tol, "{dtype} 2^{k}: Q̇ off by {r:e}");
+                }
+                Err(e) => assert!(non_finite::<()>(Err(e)), "{dtype} 2^{k}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn eigh_rules_scale_from_subnormal_to_huge() {
+    for dtype in ALL {
+        let a0 = plus_adjoint(&random(&[4, 4], dtype, 27));
+        let dot = plus_adjoint(&random(&[4, 4], dtype, 28));
+        let lbar = random(&[4], dtype.real(), 29);
+        let (_, pb0) = eigh_rrule(&be(), &dev(&a0), RuleOptions::default()).unwrap();
+        let g0 = host(&pb0.pullback(Some(&dev(&lbar)), None).unwrap());
+        let (_, t0) = eigh_frule(&be(), &dev(&a0), &dev(&dot), RuleOptions::default()).unwrap();
+        for (k, tol) in scales(dtype) {
+            let a = times_pow2(&a0, k);
+            let (_, pb) = eigh_rrule(&be(), &dev(&a), RuleOptions::default())
+                .unwrap_or_else(|e| panic!("{dtype} 2^{k}: {e}"));
+            let g = host(
+                &pb.pullback(Some(&dev(&lbar)), None)
+                    .unwrap_or_else(|e| panic!("{dtype} 2^{k}: {e}")),
+            );
+            let r = rel_scaled(&g, 0, &g0);
+            assert!(r < tol, "{dtype} 2^{k}: λ̄ cotangent off by {r:e}");
+            match eigh_frule(&be(), &dev(&a), &dev(&dot), RuleOptions::default()) {
+                Ok((_, t)) => {
+                    let r = rel_scaled(&host(&t.values), 0, &host(&t0.values));
+                    assert!(r < tol, "{dtype} 2^{k}: λ̇ off by {r:e}");
+                    let r = rel_scaled(&host(&t.vectors), k, &host(&t0.vectors));
+                    assert!(r < tol, "{dtype} 2^{k}: V̇ off by {r:e}");
+                }
+                Err(e) => assert!(
+                    non_finite::<()>(Err(e)) && (k < -1000 || (k < -120 && !dtype.is_double())),
+                    "{dtype} 2^{k}"
+                ),
+            }
+        }
+    }
+}
+
+#[test]
+fn an_overflowing_result_is_a_typed_error_naming_the_output() {
+    // every entry f64::MAX/2 (finite): the largest singular value is 3·MAX/2
+    let a = HostTensor::from_vec(&[3, 3], vec![f64::MAX / 2.0; 9]).unwrap();
+    match svd_rrule(&be(), &dev(&a), SvdMode::Thin, RuleOptions::default()) {
+        Err(Error::NonFinite { arg, reason }) => {
+            assert_eq!(arg, "s");
+            assert!(reason.contains("beyond the range of f64"), "{reason}");
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    // the same in single precision, where 3·(f32::MAX/2) overflows only in the output dtype
+    let a = HostTensor::from_vec(&[3, 3], vec![f32::MAX / 2.0; 9]).unwrap();
+    assert!(non_finite(
+        svd_rrule(&be(), &dev(&a), SvdMode::Thin, RuleOptions::default()).map(|_| ())
+    ));
+}
