@@ -1,9 +1,11 @@
-//! Project automation: `cargo xtask test-all`, `bench`, `test-wgpu`, `gpu-check`.
+//! Project automation: `cargo xtask test-all`, `bench`, `fuzz`, `test-wgpu`, `gpu-check`.
 //!
 //! - [`test_all`]: fmt, clippy, every package's tests and doc tests with the union feature
 //!   set, then the facade's other feature sets (see the module docs for what runs where and
 //!   why each thing is built once);
 //! - [`bench`]: the criterion benches and their tables;
+//! - `fuzz`: the long-running fuzz of the public API (the package `adrules-fuzz`, in release
+//!   mode, arguments passed through);
 //! - [`devices`]: `test-wgpu` (burn's wgpu backend on a Vulkan driver) and `gpu-check` (the
 //!   CUDA backends of candle and burn on an NVIDIA GPU).
 
@@ -20,6 +22,8 @@ const USAGE: &str = "usage: cargo xtask <command>
   test-all   fmt check, clippy -D warnings, tests and doc tests for every feature set
              (prints the tests run and the time of each step)
   bench      run the benchmarks and print markdown tables
+  fuzz       fuzz the public API: `fuzz [--inputs N | --minutes M | --seconds S] [--seed S]
+             [--save FILE]` (default 100000 inputs; failing inputs saved as reproducers)
   test-wgpu  burn's wgpu backend (on lavapipe where there is no GPU): conformance and device tests
   gpu-check  on a machine with an NVIDIA GPU: build candle and burn with CUDA, run their
              conformance suites and ising2d on the GPU, print one table
@@ -30,6 +34,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test-all") if args.len() == 1 => test_all::test_all(),
         Some("bench") => bench::bench(&args[1..]),
+        Some("fuzz") => fuzz(&args[1..]),
         Some("gpu-check") => devices::gpu_check(&args[1..]),
         Some("test-wgpu") if args.len() == 1 => devices::test_wgpu(),
         _ => {
@@ -44,6 +49,22 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `cargo xtask fuzz ARGS`: `cargo run --release -p adrules-fuzz -- ARGS`.
+fn fuzz(args: &[String]) -> Result<(), String> {
+    let mut cmd = cargo();
+    cmd.args([
+        "run",
+        "--release",
+        "-p",
+        "adrules-fuzz",
+        "--bin",
+        "fuzz",
+        "--",
+    ])
+    .args(args);
+    run(cmd)
 }
 
 /// `cargo`, set up for CI when `CI` is set.

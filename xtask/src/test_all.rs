@@ -5,7 +5,9 @@
 //! 2. with the **union** feature set (every adapter and the engine backends that need neither
 //!    a GPU nor a graphics driver, [`CPU_BACKENDS`]) on the whole workspace: clippy
 //!    `-D warnings` on every target, then every package's tests (one integration-test binary
-//!    per package, the unit tests, the benches in test mode), then every package's doc tests;
+//!    per package, the unit tests, the benches in test mode; among them the fuzz package's,
+//!    which fuzzes every target for 5 s and replays the saved reproducers), then every
+//!    package's doc tests;
 //! 3. for each **other feature set of the facade** `adrules` (no default features, the
 //!    defaults, each adapter on top of the defaults): clippy `-D warnings` on every target of
 //!    the workspace, and the tests of what those features change: the facade's test binary

@@ -15,6 +15,7 @@
 //! - [`implicit`]: finite-difference conditions, a reference source of an implicit
 //!   function's linear maps;
 //! - [`naive`]: [`naive_einsum`], a brute-force evaluator of torch's einsum grammar;
+//! - [`fuzz`]: seeded generators of random API calls (einsum strings and shapes);
 //! - [`oracle`]: replay of independent reference gradients (JSONL oracle files);
 //! - `conformance` (feature `conformance`): the cross-backend conformance suite, split per
 //!   rule group (add, trace, contract, tensorscalar, network, implicit), instantiated for a
@@ -29,6 +30,7 @@
 pub mod conformance;
 pub mod fd;
 pub mod forwarding;
+pub mod fuzz;
 pub mod implicit;
 pub mod naive;
 pub mod oracle;

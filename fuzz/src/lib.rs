@@ -1,0 +1,262 @@
+//! A fuzz of adrules' public API, run by `cargo xtask fuzz` (and for a few seconds by
+//! `cargo xtask test-all`): every input is derived from one `u64` seed, so a failing input
+//! is reproduced by its target and seed alone.
+//!
+//! Targets ([`Target`]):
+//! - **einsum**: random strings and shapes over torch's whole grammar
+//!   ([`adrules_testing::fuzz::einsum_case`]) in the four dtypes, on the strided backend,
+//!   against the brute-force evaluator [`adrules_testing::naive_einsum`]: the same calls
+//!   accepted, the same values (per-dtype tolerance);
+//! - **linalg**: `svd` (thin, full), `qr` (reduced, complete) and `eigh` with their pullbacks
+//!   on matrices up to 4×4 (zero-size included, optionally batched) that are random, zero,
+//!   rank one, degenerate (a multiple of the identity), scaled to subnormal or huge entries,
+//!   or hold a NaN or an infinity: a non-finite input must be refused, a finite one must give
+//!   finite factors that reconstruct it, and a pullback must return a finite cotangent or a
+//!   typed error;
+//! - **sizes**: [`adrules::strided::cache::parse_size`] on random text and on well-formed
+//!   sizes, which must parse to their value.
+//!
+//! For every input the fuzz records a panic (caught), a wrong value, a mutated input (every
+//! operand is compared with a copy after the call), or a hang (an input that took longer
+//! than [`HANG_SECONDS`]; the input is not interrupted).
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+
+mod targets;
+
+/// An input that took longer than this many seconds is reported as a hang.
+pub const HANG_SECONDS: f64 = 10.0;
+
+/// What is fuzzed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// the planned einsum against the brute-force evaluator
+    Einsum,
+    /// decompositions and their pullbacks on special matrices
+    Linalg,
+    /// the cache-size parser
+    Sizes,
+}
+
+impl Target {
+    /// Every target, in the order inputs are dealt to them.
+    pub const ALL: [Target; 3] = [Target::Einsum, Target::Linalg, Target::Sizes];
+
+    /// The target's name, as in reproducer files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Einsum => "einsum",
+            Target::Linalg => "linalg",
+            Target::Sizes => "sizes",
+        }
+    }
+
+    /// The target named `name`.
+    pub fn from_name(name: &str) -> Option<Target> {
+        Target::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Runs the input of `seed`: `Ok` or what went wrong (a panic propagates).
+    pub fn check(self, seed: u64) -> Result<(), Finding> {
+        match self {
+            Target::Einsum => targets::einsum(seed),
+            Target::Linalg => targets::linalg(seed),
+            Target::Sizes => targets::sizes(seed),
+        }
+    }
+}
+
+/// What an input did wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Finding {
+    /// a value disagreeing with the reference, a wrong acceptance or refusal, a non-finite
+    /// result from finite inputs
+    Wrong(String),
+    /// an operand changed by the call
+    Mutated(String),
+    /// a panic, with its message
+    Panic(String),
+    /// the input took longer than [`HANG_SECONDS`]
+    Hang(String),
+}
+
+/// One failing input: enough to reproduce it.
+#[derive(Clone, Debug)]
+pub struct Failure {
+    /// the target
+    pub target: Target,
+    /// the seed its input derives from
+    pub seed: u64,
+    /// what went wrong
+    pub finding: Finding,
+}
+
+/// How long to fuzz.
+#[derive(Clone, Copy, Debug)]
+pub enum Budget {
+    /// this many inputs, dealt round-robin to the targets
+    Inputs(u64),
+    /// until this much time has passed
+    Time(Duration),
+}
+
+/// Counts of a fuzz run.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// inputs run, per target (in the order of [`Target::ALL`])
+    pub inputs: [u64; 3],
+    /// inputs that panicked
+    pub panics: u64,
+    /// inputs slower than [`HANG_SECONDS`]
+    pub hangs: u64,
+    /// inputs with a wrong value
+    pub wrong: u64,
+    /// inputs that changed an operand
+    pub mutated: u64,
+    /// the failing inputs (at most [`MAX_KEPT`])
+    pub failures: Vec<Failure>,
+    /// the wall time of the run
+    pub elapsed: Duration,
+}
+
+/// At most this many failures are kept with their reproducer.
+pub const MAX_KEPT: usize = 100;
+
+impl Report {
+    /// Every input run.
+    pub fn total(&self) -> u64 {
+        self.inputs.iter().sum()
+    }
+
+    /// No panic, hang, wrong value or mutated input.
+    pub fn clean(&self) -> bool {
+        self.panics + self.hangs + self.wrong + self.mutated == 0
+    }
+}
+
+thread_local! {
+    static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `target` on `seed`, catching a panic and timing it.
+pub fn run_one(target: Target, seed: u64) -> Result<(), Finding> {
+    let start = Instant::now();
+    let r = catch_unwind(AssertUnwindSafe(|| target.check(seed)));
+    let secs = start.elapsed().as_secs_f64();
+    match r {
+        Ok(Ok(())) if secs > HANG_SECONDS => Err(Finding::Hang(format!("took {secs:.1} s"))),
+        Ok(r) => r,
+        Err(payload) => {
+            let msg = LAST_PANIC
+                .with(|p| p.borrow_mut().take())
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            Err(Finding::Panic(msg))
+        }
+    }
+}
+
+/// Fuzzes every target from `seed` within `budget`, in parallel on the rayon pool. Input `i`
+/// goes to target `i mod 3` with the seed `seed + i`.
+pub fn run(seed: u64, budget: Budget) -> Report {
+    // panics are expected findings: record their message and location instead of printing
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|info| {
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        LAST_PANIC.with(|p| *p.borrow_mut() = Some(format!("{msg}{at}")));
+    }));
+    let start = Instant::now();
+    let next = AtomicU64::new(0);
+    let report = Mutex::new(Report::default());
+    let chunk = 256u64;
+    let workers = rayon::current_num_threads().max(1);
+    (0..workers).into_par_iter().for_each(|_| {
+        loop {
+            let from = next.fetch_add(chunk, Ordering::Relaxed);
+            let to = match budget {
+                Budget::Inputs(n) if from >= n => break,
+                Budget::Inputs(n) => (from + chunk).min(n),
+                Budget::Time(d) if start.elapsed() >= d => break,
+                Budget::Time(_) => from + chunk,
+            };
+            let mut local = Report::default();
+            for i in from..to {
+                let target = Target::ALL[(i % 3) as usize];
+                let s = seed.wrapping_add(i);
+                local.inputs[(i % 3) as usize] += 1;
+                if let Err(finding) = run_one(target, s) {
+                    match &finding {
+                        Finding::Wrong(_) => local.wrong += 1,
+                        Finding::Mutated(_) => local.mutated += 1,
+                        Finding::Panic(_) => local.panics += 1,
+                        Finding::Hang(_) => local.hangs += 1,
+                    }
+                    local.failures.push(Failure {
+                        target,
+                        seed: s,
+                        finding,
+                    });
+                }
+            }
+            let mut r = report.lock().unwrap_or_else(|e| e.into_inner());
+            for t in 0..3 {
+                r.inputs[t] += local.inputs[t];
+            }
+            r.panics += local.panics;
+            r.hangs += local.hangs;
+            r.wrong += local.wrong;
+            r.mutated += local.mutated;
+            let room = MAX_KEPT.saturating_sub(r.failures.len());
+            r.failures.extend(local.failures.into_iter().take(room));
+        }
+    });
+    std::panic::set_hook(previous);
+    let mut report = report.into_inner().unwrap_or_else(|e| e.into_inner());
+    report.failures.sort_by_key(|f| f.seed);
+    report.elapsed = start.elapsed();
+    report
+}
+
+/// Parses a reproducer file: one `target seed` pair per line, `#` comments and blank lines
+/// ignored.
+///
+/// # Errors
+/// The first line that is neither, with its number.
+pub fn parse_reproducers(text: &str) -> Result<Vec<(Target, u64)>, String> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut parts = line.split_whitespace();
+        let (Some(t), Some(s), None) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(format!(
+                "line {}: expected `target seed`, got {line:?}",
+                n + 1
+            ));
+        };
+        let target =
+            Target::from_name(t).ok_or_else(|| format!("line {}: unknown target {t:?}", n + 1))?;
+        let seed = s
+            .parse()
+            .map_err(|_| format!("line {}: {s:?} is not a seed", n + 1))?;
+        out.push((target, seed));
+    }
+    Ok(out)
+}

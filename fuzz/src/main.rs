@@ -1,0 +1,119 @@
+//! `cargo xtask fuzz [--inputs N | --minutes M | --seconds S] [--seed S] [--save FILE]`:
+//! fuzzes adrules' public API (see the library's documentation for the targets), prints what
+//! it found, and appends every failing input as a `target seed` line to a reproducer file
+//! (default `fuzz/regressions/found-SEED.txt`), which the package's test replays: a saved
+//! reproducer is a regression test until it passes.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use adrules_fuzz::{Budget, Finding, HANG_SECONDS, Target, run};
+
+const USAGE: &str = "usage: fuzz [--inputs N | --minutes M | --seconds S] [--seed S] [--save FILE]
+  --inputs N    run N inputs (default 100000), dealt round-robin to the targets
+  --minutes M   run for M minutes instead; --seconds S for S seconds
+  --seed S      the first input's seed (default 0); input i uses seed S + i
+  --save FILE   where to append failing inputs (default fuzz/regressions/found-SEED.txt)";
+
+fn parse() -> Result<(u64, Budget, Option<PathBuf>), String> {
+    let mut args = std::env::args().skip(1);
+    let (mut seed, mut budget, mut save) = (0u64, Budget::Inputs(100_000), None);
+    while let Some(a) = args.next() {
+        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
+        match a.as_str() {
+            "--inputs" => {
+                let v = value("--inputs")?;
+                budget = Budget::Inputs(
+                    v.parse()
+                        .map_err(|_| format!("--inputs {v}: not a count"))?,
+                );
+            }
+            "--minutes" | "--seconds" => {
+                let v = value(&a)?;
+                let x: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|x: &f64| x.is_finite() && *x > 0.0)
+                    .ok_or(format!("{a} {v}: not a positive number"))?;
+                let secs = if a == "--minutes" { 60.0 * x } else { x };
+                budget = Budget::Time(Duration::from_secs_f64(secs));
+            }
+            "--seed" => {
+                let v = value("--seed")?;
+                seed = v.parse().map_err(|_| format!("--seed {v}: not a u64"))?;
+            }
+            "--save" => save = Some(PathBuf::from(value("--save")?)),
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok((seed, budget, save))
+}
+
+fn main() -> ExitCode {
+    let (seed, budget, save) = match parse() {
+        Ok(x) => x,
+        Err(e) if e.is_empty() => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("fuzz: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    eprintln!(
+        "fuzz: seed {seed}, {budget:?}, {} threads",
+        rayon::current_num_threads()
+    );
+    let r = run(seed, budget);
+    let secs = r.elapsed.as_secs_f64();
+    println!(
+        "inputs: {} in {secs:.1} s ({:.0} per second): einsum {}, linalg {}, sizes {}",
+        r.total(),
+        r.total() as f64 / secs.max(1e-9),
+        r.inputs[0],
+        r.inputs[1],
+        r.inputs[2]
+    );
+    println!(
+        "panics: {}, hangs (over {HANG_SECONDS} s): {}, wrong values: {}, mutated inputs: {}",
+        r.panics, r.hangs, r.wrong, r.mutated
+    );
+    if r.clean() {
+        return ExitCode::SUCCESS;
+    }
+    for f in &r.failures {
+        let (kind, what) = match &f.finding {
+            Finding::Wrong(w) => ("wrong", w),
+            Finding::Mutated(w) => ("mutated", w),
+            Finding::Panic(w) => ("panic", w),
+            Finding::Hang(w) => ("hang", w),
+        };
+        println!("{} {}: {kind}: {what}", f.target.name(), f.seed);
+    }
+    let path = save.unwrap_or_else(|| PathBuf::from(format!("fuzz/regressions/found-{seed}.txt")));
+    let lines: String = r
+        .failures
+        .iter()
+        .map(|f| format!("{} {}\n", f.target.name(), f.seed))
+        .collect();
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut file| file.write_all(lines.as_bytes()));
+    match written {
+        Ok(()) => println!(
+            "reproducers appended to {} (replayed by `cargo test -p adrules-fuzz`; one input: \
+             `target seed`, e.g. `{} {}`)",
+            path.display(),
+            Target::Einsum.name(),
+            seed
+        ),
+        Err(e) => eprintln!("fuzz: cannot write {}: {e}", path.display()),
+    }
+    ExitCode::FAILURE
+}
