@@ -228,7 +228,12 @@ fn eigh_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
     let opts = &pb.opts;
     let mut out = Vec::with_capacity(vs.len());
     for b in 0..vs.len() {
-        let (lam, v, x) = (&lams[b], vs[b].as_ref(), ads[b].as_ref());
+        // In units of c (a power of two near max|λ|): for A = c·A', φ(A) = ψ(A') with the
+        // cotangents V̄, c·λ̄ and their tangents V̄̇, c·λ̄̇ along Ȧ/c, and H_φ·Ȧ = (H_ψ·Ȧ/c)/c,
+        // so that no 1/Δ or 1/Δ² leaves the range for tiny or huge matrices.
+        let (lam_u, c, eb) = in_units(&lams[b], opts.broadening);
+        let (lam, v) = (&lam_u, vs[b].as_ref());
+        let x = unscaled(ads[b].as_ref(), c);
         let h = Mat::from_fn(n, n, |i, j| (x[(i, j)] + cj(x[(j, i)])) * real::<T>(0.5));
         let hv = mm(h.as_ref(), v);
         let dp = mm(v.adjoint(), hv.as_ref());
@@ -238,7 +243,7 @@ fn eigh_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
             if i == k {
                 0.0
             } else {
-                inv_gap(lam[k] - lam[i], tol, opts.broadening).unwrap_or(0.0)
+                inv_gap(lam[k] - lam[i], tol, eb).unwrap_or(0.0)
             }
         };
         let dl: Vec<f64> = (0..n).map(|i| re(dp[(i, i)])).collect();
@@ -254,19 +259,19 @@ fn eigh_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
         let half = real::<T>(0.5);
         let p = Mat::from_fn(n, n, |i, k| {
             if i == k {
-                real::<T>(lb.as_ref().map_or(0.0, |x| x[b][i]))
+                real::<T>(lb.as_ref().map_or(0.0, |x| x[b][i] * c))
             } else {
                 (j[(i, k)] - cj(j[(k, i)])) * half * real::<T>(f(i, k))
             }
         });
         let pd = Mat::from_fn(n, n, |i, k| {
             if i == k {
-                return real::<T>(ld.as_ref().map_or(0.0, |x| x[b][i]));
+                return real::<T>(ld.as_ref().map_or(0.0, |x| x[b][i] * c));
             }
             let slope = if i == k {
                 0.0
             } else {
-                inv_gap_slope(lam[k] - lam[i], tol, opts.broadening) * (dl[k] - dl[i])
+                inv_gap_slope(lam[k] - lam[i], tol, eb) * (dl[k] - dl[i])
             };
             (j[(i, k)] - cj(j[(k, i)])) * half * real::<T>(slope)
                 + (jd[(i, k)] - cj(jd[(k, i)])) * half * real::<T>(f(i, k))
@@ -275,7 +280,7 @@ fn eigh_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
         let poh = mm(p.as_ref(), om.adjoint());
         let inner = Mat::from_fn(n, n, |i, k| op[(i, k)] + pd[(i, k)] + poh[(i, k)]);
         let iv = mm(inner.as_ref(), v.adjoint());
-        out.push(mm(v, iv.as_ref()));
+        out.push(unscaled(mm(v, iv.as_ref()).as_ref(), c));
     }
     join("a_bar_dot", &batch, n, n, &out)
 }

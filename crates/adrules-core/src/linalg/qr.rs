@@ -450,9 +450,12 @@ fn check_pivots<T: ImplicitScalar>(r1: MatRef<'_, T>) -> Result<()> {
         if p <= tol {
             return Err(Error::Singular {
                 arg: "qr: R".into(),
+                // relative to the largest pivot: the rules pass R in units of a power of two
                 reason: format!(
-                    "pivot {i} of {k} is {p:e}, at most k·ε·max|Rᵢᵢ| = {tol:e}: A is rank \
-                     deficient and Q is not differentiable there"
+                    "pivot {i} of {k} is {:e}·max|Rᵢᵢ|, at most k·ε = {:e}: A is rank \
+                     deficient and Q is not differentiable there",
+                    if big > 0.0 { p / big } else { 0.0 },
+                    k as f64 * eps::<T>()
                 ),
             });
         }

@@ -183,6 +183,11 @@ fn eigh_rules_scale_from_subnormal_to_huge() {
         let (_, pb0) = eigh_rrule(&be(), &dev(&a0), RuleOptions::default()).unwrap();
         let g0 = host(&pb0.pullback(Some(&dev(&lbar)), None).unwrap());
         let (_, t0) = eigh_frule(&be(), &dev(&a0), &dev(&dot), RuleOptions::default()).unwrap();
+        // second order: d(∇⟨λ̄, λ⟩)/dA along Ȧ is homogeneous of degree −1
+        let (_, hvp0) = pb0
+            .pullback_tangent(Some(&dev(&lbar)), None, &dev(&dot), None, None)
+            .unwrap();
+        let hvp0 = host(&hvp0);
         for (k, tol) in scales(dtype) {
             let a = times_pow2(&a0, k);
             let (_, pb) = eigh_rrule(&be(), &dev(&a), RuleOptions::default())
@@ -193,6 +198,16 @@ fn eigh_rules_scale_from_subnormal_to_huge() {
             );
             let r = rel_scaled(&g, 0, &g0);
             assert!(r < tol, "{dtype} 2^{k}: λ̄ cotangent off by {r:e}");
+            match pb.pullback_tangent(Some(&dev(&lbar)), None, &dev(&dot), None, None) {
+                Ok((_, h)) => {
+                    let r = rel_scaled(&host(&h), k, &hvp0);
+                    assert!(r < tol, "{dtype} 2^{k}: eigh HVP off by {r:e}");
+                }
+                Err(e) => assert!(
+                    non_finite::<()>(Err(e)) && (k < -1000 || (k < -120 && !dtype.is_double())),
+                    "{dtype} 2^{k}: eigh HVP"
+                ),
+            }
             match eigh_frule(&be(), &dev(&a), &dev(&dot), RuleOptions::default()) {
                 Ok((_, t)) => {
                     let r = rel_scaled(&host(&t.values), 0, &host(&t0.values));
