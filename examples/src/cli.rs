@@ -125,6 +125,47 @@ pub fn partial_path(dest: &Path) -> PathBuf {
     dest.with_file_name(name)
 }
 
+/// The estimated cost of a run (each example states its model).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cost {
+    /// wall time, seconds
+    pub seconds: f64,
+    /// peak memory, bytes
+    pub bytes: f64,
+}
+
+/// `seconds` as `1 h 02 min`, `3 min 20 s` or `4.2 s`.
+fn duration(seconds: f64) -> String {
+    if seconds >= 3600.0 {
+        format!(
+            "{} h {:02} min",
+            (seconds / 3600.0) as u64,
+            ((seconds % 3600.0) / 60.0) as u64
+        )
+    } else if seconds >= 60.0 {
+        format!(
+            "{} min {:02} s",
+            (seconds / 60.0) as u64,
+            (seconds % 60.0) as u64
+        )
+    } else {
+        format!("{seconds:.1} s")
+    }
+}
+
+impl Cost {
+    /// `"4.2 s and 16 MB"`.
+    pub fn describe(&self) -> String {
+        let gb = self.bytes / 1e9;
+        let memory = if gb >= 1.0 {
+            format!("{gb:.1} GB")
+        } else {
+            format!("{:.0} MB", self.bytes / 1e6)
+        };
+        format!("{} and {memory}", duration(self.seconds))
+    }
+}
+
 /// `points` temperatures evenly spaced from `t_min` to `t_max`, both ends exact.
 pub fn temperature_grid(t_min: f64, t_max: f64, points: usize) -> Vec<f64> {
     let step = if points > 1 {

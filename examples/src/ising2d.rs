@@ -21,7 +21,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::cli::{BackendChoice, Panel, Pending, check_outputs, draw_panel, temperature_grid};
+use crate::cli::{
+    BackendChoice, Cost, Panel, Pending, check_outputs, draw_panel, temperature_grid,
+};
 use crate::ising::{self, Point, Real, Strip, Timings};
 use crate::onsager;
 use adrules::{Backend, DType, Result};
@@ -158,19 +160,6 @@ pub struct Args {
     pub force: bool,
 }
 
-/// The run's estimated cost: an upper estimate from single-temperature runs of the strided
-/// backend in f64 near T_c (cold start) on the development machine (2 vCPUs of an AMD Zen 5,
-/// 2026-12-03: W = 12, 14, 16 took 1.3, 2.9, 15.8 s and 41, 164, 702 MB peak RSS); sweeps
-/// are cheaper per temperature (each eigenvector starts the next power iteration: the
-/// default 40 temperatures at W = 10 took 3.3 s, 6.6 s estimated).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Cost {
-    /// wall time, seconds
-    pub seconds: f64,
-    /// peak memory, bytes
-    pub bytes: f64,
-}
-
 /// Seconds per temperature per `W·2^W`.
 const SECONDS_PER_STATE: f64 = 1.6e-5;
 /// Bytes of peak memory per `W·2^W`, above [`BASE_BYTES`].
@@ -182,44 +171,17 @@ pub const MAX_SECONDS: f64 = 600.0;
 /// The largest estimated peak memory accepted without `--force`, bytes.
 pub const MAX_BYTES: f64 = 4.0 * (1u64 << 30) as f64;
 
-/// The estimated cost of `points` temperatures at strip width `width` (see [`Cost`]).
+/// The estimated cost of `points` temperatures at strip width `width`: an upper estimate
+/// from single-temperature runs of the strided backend in f64 near T_c (cold start) on the
+/// development machine (2 vCPUs of an AMD Zen 5, 2026-12-03: W = 12, 14, 16 took 1.3, 2.9,
+/// 15.8 s and 41, 164, 702 MB peak RSS); sweeps are cheaper per temperature (each
+/// eigenvector starts the next power iteration: the default 40 temperatures at W = 10 took
+/// 3.3 s, 6.6 s estimated).
 pub fn estimate(width: usize, points: usize) -> Cost {
     let states = width as f64 * 2f64.powi(width as i32);
     Cost {
         seconds: SECONDS_PER_STATE * states * points as f64,
         bytes: BASE_BYTES + BYTES_PER_STATE * states,
-    }
-}
-
-/// `seconds` as `1 h 02 min`, `3 min 20 s` or `4.2 s`.
-fn duration(seconds: f64) -> String {
-    if seconds >= 3600.0 {
-        format!(
-            "{} h {:02} min",
-            (seconds / 3600.0) as u64,
-            ((seconds % 3600.0) / 60.0) as u64
-        )
-    } else if seconds >= 60.0 {
-        format!(
-            "{} min {:02} s",
-            (seconds / 60.0) as u64,
-            (seconds % 60.0) as u64
-        )
-    } else {
-        format!("{seconds:.1} s")
-    }
-}
-
-impl Cost {
-    /// `"4.2 s and 16 MB"`.
-    pub fn describe(&self) -> String {
-        let gb = self.bytes / 1e9;
-        let memory = if gb >= 1.0 {
-            format!("{gb:.1} GB")
-        } else {
-            format!("{:.0} MB", self.bytes / 1e6)
-        };
-        format!("{} and {memory}", duration(self.seconds))
     }
 }
 

@@ -487,6 +487,14 @@ fn bad_arguments_are_refused_before_any_file_is_touched() {
         (&["--png", "chart.jpg"], &["--png chart.jpg", ".png"]),
         (&["--csv", "table.png"], &["--csv table.png", ".csv"]),
         (
+            &["--chi", "256"],
+            &["--chi 256 --points 21", "h", "--force"],
+        ),
+        (
+            &["--memory", "100000"],
+            &["--memory [100000]", "GB", "--force"],
+        ),
+        (
             &["--csv", "/nonexistent-dir/t.csv"],
             &["--csv", "does not exist"],
         ),
@@ -717,4 +725,28 @@ fn help_describes_the_example() {
     ] {
         assert!(long.contains(part), "help lacks {part:?}:\n{long}");
     }
+}
+
+#[test]
+fn large_runs_are_estimated_and_refused_above_the_limits_unless_forced() {
+    use adrules_examples::ctmrg::{MAX_BYTES, MAX_SECONDS, check, estimate};
+    let guard = scratch("estimate");
+    let dir = guard.0.clone();
+    let default = estimate(&args_in(&dir, &[]));
+    assert!(default.seconds < MAX_SECONDS && default.bytes < MAX_BYTES);
+    // χ³ per step: doubling χ costs 8×
+    let a = estimate(&args_in(&dir, &["--chi", "16"]));
+    let b = estimate(&args_in(&dir, &["--chi", "32"]));
+    assert!((b.seconds / a.seconds - 8.0).abs() < 1e-9);
+    let big = args_in(
+        &dir,
+        &[
+            "--chi", "256", "--points", "2", "--t-min", "2", "--t-max", "3",
+        ],
+    );
+    assert!(estimate(&big).seconds > MAX_SECONDS);
+    assert!(check(&big).unwrap_err().contains("--force"));
+    let mut forced = big;
+    forced.force = true;
+    assert!(check(&forced).is_ok());
 }
