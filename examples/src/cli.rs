@@ -67,7 +67,13 @@ pub fn directory(path: &Path) -> &Path {
 /// An output path must name a file (not a directory) in an existing directory.
 pub fn check_output(option: &str, path: &Path) -> std::result::Result<(), String> {
     let shown = path.display();
-    if path.file_name().is_none() {
+    // `Path` drops a trailing `/` from the file name: `p.png/` would pass as `p.png` here and
+    // fail only when written, after the other output was replaced
+    let trailing = path
+        .as_os_str()
+        .to_string_lossy()
+        .ends_with(std::path::is_separator);
+    if path.file_name().is_none() || trailing {
         return Err(format!("{option} {shown}: not a file name"));
     }
     let dir = directory(path);
@@ -227,9 +233,11 @@ pub struct Pending {
 }
 
 /// A new file beside `dest` whose name no file has; it keeps `dest`'s extension, from which
-/// the PNG encoder picks the format.
+/// the PNG encoder picks the format. The name is short (at most 32 characters of `dest`'s
+/// stem), so that a destination whose name is near the file system's limit still has one.
 fn new_temporary(option: &str, dest: &Path) -> std::result::Result<PathBuf, String> {
-    let name = dest.file_name().unwrap_or_default().to_string_lossy();
+    let stem = dest.file_stem().unwrap_or_default().to_string_lossy();
+    let name: String = stem.chars().take(32).collect();
     let ext = dest
         .extension()
         .map(|e| format!(".{}", e.to_string_lossy()))
@@ -291,7 +299,8 @@ impl Pending {
         &self.dest
     }
 
-    /// Renames the temporary file over the destination.
+    /// Renames the temporary file over the destination (see [`commit_all`] for several
+    /// outputs that must be replaced together).
     ///
     /// # Errors
     /// A message when nothing was created or the rename fails (the temporary file is then
@@ -306,6 +315,94 @@ impl Pending {
         self.tmp = None;
         Ok(())
     }
+}
+
+/// Renames every output's temporary file over its destination, all or none: each existing
+/// destination is first kept under a backup name (a hard link, or a copy), and when one
+/// rename fails the destinations already replaced get their earlier contents back (or are
+/// removed when they did not exist), so that a failure never leaves one output new and the
+/// other old.
+///
+/// # Errors
+/// A message naming the output that could not be replaced; every destination is then as
+/// it was before the call.
+pub fn commit_all(outputs: Vec<Pending>) -> std::result::Result<(), String> {
+    // (destination, its backup if it existed)
+    let mut done: Vec<(PathBuf, Option<PathBuf>)> = Vec::new();
+    let restore = |done: &[(PathBuf, Option<PathBuf>)]| {
+        for (dest, backup) in done.iter().rev() {
+            match backup {
+                Some(b) => {
+                    let _ = std::fs::rename(b, dest);
+                }
+                None => {
+                    let _ = std::fs::remove_file(dest);
+                }
+            }
+        }
+    };
+    for out in outputs {
+        let dest = out.dest.clone();
+        let backup = if dest.is_file() {
+            let b = match new_temporary(&out.option, &dest) {
+                Ok(b) => b,
+                Err(e) => {
+                    restore(&done);
+                    return Err(e);
+                }
+            };
+            let _ = std::fs::remove_file(&b);
+            let kept =
+                std::fs::hard_link(&dest, &b).or_else(|_| std::fs::copy(&dest, &b).map(|_| ()));
+            if let Err(e) = kept {
+                restore(&done);
+                return Err(format!("{}: cannot keep a backup: {e}", dest.display()));
+            }
+            Some(b)
+        } else {
+            None
+        };
+        if let Err(e) = out.commit() {
+            if let Some(b) = &backup {
+                let _ = std::fs::remove_file(b);
+            }
+            restore(&done);
+            return Err(format!("{e}; no output was replaced"));
+        }
+        done.push((dest, backup));
+    }
+    for (_, backup) in done {
+        if let Some(b) = backup {
+            let _ = std::fs::remove_file(b);
+        }
+    }
+    Ok(())
+}
+
+/// Makes a closed or full standard output end the program with a one-line message instead
+/// of a panic (`println!` panics when it cannot write): exit status 141 for a closed pipe
+/// (`… | head`), 1 otherwise. The examples' `main` calls it first.
+pub fn quiet_on_unwritable_stdout(program: &'static str) {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if let Some(why) = msg.strip_prefix("failed printing to stdout: ") {
+            for tmp in live().drain(..) {
+                let _ = std::fs::remove_file(tmp);
+            }
+            if why.contains("Broken pipe") {
+                std::process::exit(141);
+            }
+            eprintln!("{program}: cannot write to standard output: {why}");
+            std::process::exit(1);
+        }
+        default(info);
+    }));
 }
 
 impl Drop for Pending {

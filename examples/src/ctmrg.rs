@@ -252,6 +252,9 @@ pub fn check(args: &Args) -> std::result::Result<Plan, String> {
         ));
     }
     check_outputs(&args.csv, &args.png)?;
+    // where a run with failed temperatures writes the converged ones: checked now, not after
+    // the sweep
+    check_outputs(&partial_path(&args.csv), &partial_path(&args.png))?;
     let temperatures = temperature_grid(t_min, t_max, args.points);
     Ok(Plan {
         temperatures,
@@ -340,6 +343,7 @@ where
 /// standard error when the run fails.
 pub fn main() {
     crate::cli::remove_temporaries_on_interrupt();
+    crate::cli::quiet_on_unwritable_stdout("ctmrg");
     let args = Args::parse();
     if let Err(e) = run(&args) {
         eprintln!("ctmrg: {e}");
@@ -571,7 +575,7 @@ pub fn run(args: &Args) -> std::result::Result<(), String> {
     }
     if !failures.is_empty() {
         println!(
-            "the exact-solution check failed at T = {failures:?} (the tolerances hold at χ = 32, see README)"
+            "the exact-solution check failed at T = {failures:?} (the tolerances hold at χ = 32 with the default --tol, --solve-tol and --max-iter; see docs/EXAMPLES.md)"
         );
     }
     Ok(())
@@ -586,18 +590,17 @@ fn write_outputs(
     range: (f64, f64),
     args: &Args,
 ) -> std::result::Result<(), String> {
-    let csv_tmp = csv_out.create()?;
-    std::fs::write(&csv_tmp, csv.as_bytes()).map_err(|e| format!("{}: {e}", csv_tmp.display()))?;
-    let png_tmp = png_out.create()?;
-    plot(&png_tmp, points, range, args.chi)
-        .map_err(|e| format!("{}: cannot draw the chart: {e}", png_tmp.display()))?;
     let (csv_dest, png_dest) = (
         csv_out.destination().to_path_buf(),
         png_out.destination().to_path_buf(),
     );
-    csv_out.commit()?;
+    let csv_tmp = csv_out.create()?;
+    std::fs::write(&csv_tmp, csv.as_bytes()).map_err(|e| format!("{}: {e}", csv_dest.display()))?;
+    let png_tmp = png_out.create()?;
+    plot(&png_tmp, points, range, args.chi)
+        .map_err(|e| format!("{}: cannot draw the chart: {e}", png_dest.display()))?;
+    crate::cli::commit_all(vec![csv_out, png_out])?;
     println!("wrote {}", csv_dest.display());
-    png_out.commit()?;
     println!("wrote {}", png_dest.display());
     Ok(())
 }

@@ -404,6 +404,7 @@ where
 /// standard error when the run fails.
 pub fn main() {
     crate::cli::remove_temporaries_on_interrupt();
+    crate::cli::quiet_on_unwritable_stdout("ising2d");
     let args = Args::parse();
     if let Err(e) = run(&args) {
         eprintln!("ising2d: {e}");
@@ -569,9 +570,8 @@ pub fn run(args: &Args) -> std::result::Result<(), String> {
     let png_tmp = png_out.create()?;
     plot(&png_tmp, &points, args.width)
         .map_err(|e| format!("{}: cannot draw the chart: {e}", args.png.display()))?;
-    csv_out.commit()?;
+    crate::cli::commit_all(vec![csv_out, png_out])?;
     println!("wrote {}", args.csv.display());
-    png_out.commit()?;
     println!("wrote {}", args.png.display());
     Ok(())
 }

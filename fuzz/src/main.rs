@@ -19,7 +19,8 @@ const USAGE: &str = "usage: fuzz [--inputs N | --minutes M | --seconds S] [--see
 
 fn parse() -> Result<(u64, Budget, Option<PathBuf>), String> {
     let mut args = std::env::args().skip(1);
-    let (mut seed, mut budget, mut save) = (0u64, Budget::Inputs(100_000), None);
+    let (mut seed, mut budget, mut save) = (0u64, Budget::Inputs(100_000), None::<PathBuf>);
+    let mut budgets = 0;
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
         match a.as_str() {
@@ -29,6 +30,7 @@ fn parse() -> Result<(u64, Budget, Option<PathBuf>), String> {
                     v.parse()
                         .map_err(|_| format!("--inputs {v}: not a count"))?,
                 );
+                budgets += 1;
             }
             "--minutes" | "--seconds" => {
                 let v = value(&a)?;
@@ -38,25 +40,53 @@ fn parse() -> Result<(u64, Budget, Option<PathBuf>), String> {
                     .filter(|x: &f64| x.is_finite() && *x > 0.0)
                     .ok_or(format!("{a} {v}: not a positive number"))?;
                 let secs = if a == "--minutes" { 60.0 * x } else { x };
-                budget = Budget::Time(Duration::from_secs_f64(secs));
+                let d = Duration::try_from_secs_f64(secs)
+                    .map_err(|_| format!("{a} {v}: too long a duration"))?;
+                budget = Budget::Time(d);
+                budgets += 1;
             }
             "--seed" => {
                 let v = value("--seed")?;
                 seed = v.parse().map_err(|_| format!("--seed {v}: not a u64"))?;
             }
-            "--save" => save = Some(PathBuf::from(value("--save")?)),
+            "--save" => {
+                let p = PathBuf::from(value("--save")?);
+                let dir = match p.parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                    _ => PathBuf::from("."),
+                };
+                if p.is_dir() || !dir.is_dir() {
+                    return Err(format!(
+                        "--save {}: must name a file in an existing directory",
+                        p.display()
+                    ));
+                }
+                save = Some(p);
+            }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
+    if budgets > 1 {
+        return Err("give one of --inputs, --minutes and --seconds".into());
+    }
     Ok((seed, budget, save))
 }
 
+/// `writeln!` to standard output, ignoring a closed or full stdout (the exit status and the
+/// reproducer file still report the result).
+macro_rules! say {
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
 fn main() -> ExitCode {
+    let mut out = std::io::stdout().lock();
     let (seed, budget, save) = match parse() {
         Ok(x) => x,
         Err(e) if e.is_empty() => {
-            println!("{USAGE}");
+            say!(out, "{USAGE}");
             return ExitCode::SUCCESS;
         }
         Err(e) => {
@@ -70,7 +100,8 @@ fn main() -> ExitCode {
     );
     let r = run(seed, budget);
     let secs = r.elapsed.as_secs_f64();
-    println!(
+    say!(
+        out,
         "inputs: {} in {secs:.1} s ({:.0} per second): einsum {}, linalg {}, sizes {}",
         r.total(),
         r.total() as f64 / secs.max(1e-9),
@@ -78,9 +109,13 @@ fn main() -> ExitCode {
         r.inputs[1],
         r.inputs[2]
     );
-    println!(
+    say!(
+        out,
         "panics: {}, hangs (over {HANG_SECONDS} s): {}, wrong values: {}, mutated inputs: {}",
-        r.panics, r.hangs, r.wrong, r.mutated
+        r.panics,
+        r.hangs,
+        r.wrong,
+        r.mutated
     );
     if r.clean() {
         return ExitCode::SUCCESS;
@@ -92,7 +127,7 @@ fn main() -> ExitCode {
             Finding::Panic(w) => ("panic", w),
             Finding::Hang(w) => ("hang", w),
         };
-        println!("{} {}: {kind}: {what}", f.target.name(), f.seed);
+        say!(out, "{} {}: {kind}: {what}", f.target.name(), f.seed);
     }
     let path = save.unwrap_or_else(|| PathBuf::from(format!("fuzz/regressions/found-{seed}.txt")));
     let lines: String = r
@@ -106,7 +141,8 @@ fn main() -> ExitCode {
         .open(&path)
         .and_then(|mut file| file.write_all(lines.as_bytes()));
     match written {
-        Ok(()) => println!(
+        Ok(()) => say!(
+            out,
             "reproducers appended to {} (replayed by `cargo test -p adrules-fuzz`; one input: \
              `target seed`, e.g. `{} {}`)",
             path.display(),

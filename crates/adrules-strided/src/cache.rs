@@ -138,13 +138,15 @@ pub fn parse_size(what: &str, text: &str) -> adrules_core::Result<usize> {
     usize::try_from(bytes).map_err(|_| too_large())
 }
 
-/// The bound that [`ENV_VAR`] asks for: `Ok(None)` when it is not set.
+/// The bound that [`ENV_VAR`] asks for: `Ok(None)` when it is not set or empty.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`](adrules_core::Error::InvalidArgument) when the variable's
 /// value is not a size ([`parse_size`]) or not Unicode.
 pub fn env_limit() -> adrules_core::Result<Option<usize>> {
     match std::env::var(ENV_VAR) {
+        // set but empty (`ADRULES_CACHE_BYTES= cmd`): as if unset
+        Ok(v) if v.trim().is_empty() => Ok(None),
         Ok(v) => parse_size(ENV_VAR, &v).map(Some),
         Err(std::env::VarError::NotPresent) => Ok(None),
         Err(std::env::VarError::NotUnicode(v)) => Err(adrules_core::Error::invalid(

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod cli;
 mod ctmrg;
 mod ctmrg_memory;
 mod ising2d;

@@ -183,3 +183,14 @@ rusty_fork::rusty_fork_test! {
         assert_eq!(cache::limit(), cache::DEFAULT_LIMIT);
     }
 }
+
+rusty_fork::rusty_fork_test! {
+    #![rusty_fork(timeout_ms = 300_000)]
+    #[test]
+    fn an_empty_value_counts_as_unset() {
+        // SAFETY: this child process runs this one test.
+        unsafe { std::env::set_var(cache::ENV_VAR, " ") };
+        assert_eq!(cache::env_limit().unwrap(), None);
+        assert_eq!(cache::limit(), cache::DEFAULT_LIMIT);
+    }
+}
