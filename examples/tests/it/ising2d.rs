@@ -528,8 +528,9 @@ fn an_interrupted_run_leaves_the_directory_as_it_was() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     assert!(child.try_wait().unwrap().is_none(), "the run ended early");
-    let killed = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+    // the shell's builtin `kill` (a `kill` binary is not on every machine)
+    let killed = Command::new("sh")
+        .args(["-c", &format!("kill -INT {}", child.id())])
         .status()
         .unwrap();
     assert!(killed.success());
