@@ -10,7 +10,7 @@
 //!
 //! Each adrules case is paired with its faer floor in the same run (the machine is shared and
 //! noisy: compare ratios). External references measured on this kind of machine
-//! (`shared/notes/DESIGN.md`): opt_einsum 86.5 ms (1 thread) and 57.1 ms (2 threads), JAX jit
+//! (docs/PERFORMANCE.md, "Reference figures of the machine"): opt_einsum 86.5 ms (1 thread) and 57.1 ms (2 threads), JAX jit
 //! 173 ms for the first network; numpy einsum 45.7 ms (1 thread) and 25.0 ms (2 threads),
 //! JAX jit 72.7 ms for the second.
 
