@@ -42,6 +42,35 @@ fn non_finite<T: std::fmt::Debug>(r: Result<T>) -> bool {
     matches!(r, Err(Error::NonFinite { .. }))
 }
 
+/// Whether a result of degree −1 at scale `2ᵏ` may truly leave `dtype`'s range (its entries
+/// of order 1 at scale 1 become `2⁻ᵏ`).
+fn may_overflow(k: i32, dtype: DType) -> bool {
+    k < -1000 || (k < -120 && !dtype.is_double())
+}
+
+/// A rule's result at scale `2ᵏ` times `2^back` against the unscaled result `want`
+/// (`back = k` for degree −1, `0` for degree 0); a `NonFinite` error only where
+/// `may_overflow` allows it.
+fn check_at_scale(
+    got: Result<HostTensor>,
+    back: i32,
+    want: &HostTensor,
+    tol: f64,
+    may_overflow: bool,
+    what: &str,
+) {
+    match got {
+        Ok(h) => {
+            let r = rel_scaled(&h, back, want);
+            assert!(r < tol, "{what} off by {r:e}");
+        }
+        Err(e) => assert!(
+            matches!(e, Error::NonFinite { .. }) && may_overflow,
+            "{what}: {e}"
+        ),
+    }
+}
+
 const ALL: [DType; 4] = [DType::F32, DType::F64, DType::C32, DType::C64];
 
 #[test]
@@ -95,34 +124,21 @@ fn svd_rules_scale_from_subnormal_to_huge() {
             let r = rel_scaled(&g, 0, &g0);
             assert!(r < tol, "{dtype} 2^{k}: Σs cotangent off by {r:e}");
             // through U and Vh: degree −1, so beyond the range below 2^-1000 or so
-            match through_u(&pb) {
-                Ok(h) => {
-                    let r = rel_scaled(&host(&h), k, &h0);
-                    assert!(r < tol, "{dtype} 2^{k}: U·Vh cotangent off by {r:e}");
-                }
-                Err(e) => assert!(
-                    matches!(e, Error::NonFinite { .. })
-                        && (k < -1000 || (k < -120 && !dtype.is_double())),
-                    "{dtype} 2^{k}: {e}"
-                ),
-            }
-            match svd_frule(
+            let over = may_overflow(k, dtype);
+            let at = format!("{dtype} 2^{k}");
+            let h = through_u(&pb).map(|h| host(&h));
+            check_at_scale(h, k, &h0, tol, over, &format!("{at}: U·Vh cotangent"));
+            let t = svd_frule(
                 &be(),
                 &dev(&a),
                 &dev(&dot),
                 SvdMode::Thin,
                 RuleOptions::default(),
-            ) {
-                Ok((_, t)) => {
-                    assert!(
-                        rel_scaled(&host(&t.s), 0, &host(&t0.s)) < tol,
-                        "{dtype} 2^{k}: ṡ"
-                    );
-                    let r = rel_scaled(&host(&t.u), k, &host(&t0.u));
-                    assert!(r < tol, "{dtype} 2^{k}: U̇ off by {r:e}");
-                }
-                Err(e) => assert!(non_finite::<()>(Err(e)), "{dtype} 2^{k}"),
-            }
+            );
+            let t = t.map(|(_, t)| (host(&t.s), host(&t.u)));
+            let (s_dot, u_dot) = (t.clone().map(|t| t.0), t.map(|t| t.1));
+            check_at_scale(s_dot, 0, &host(&t0.s), tol, over, &format!("{at}: ṡ"));
+            check_at_scale(u_dot, k, &host(&t0.u), tol, over, &format!("{at}: U̇"));
         }
     }
 }
@@ -148,28 +164,15 @@ fn qr_rules_scale_from_subnormal_to_huge() {
             );
             let r = rel_scaled(&g, 0, &g0);
             assert!(r < tol, "{dtype} 2^{k}: R̄ cotangent off by {r:e}");
-            match pb.pullback(Some(&dev(&qbar)), None) {
-                Ok(h) => {
-                    let r = rel_scaled(&host(&h), k, &h0);
-                    assert!(r < tol, "{dtype} 2^{k}: Q̄ cotangent off by {r:e}");
-                }
-                Err(e) => assert!(
-                    matches!(e, Error::NonFinite { .. })
-                        && (k < -1000 || (k < -120 && !dtype.is_double())),
-                    "{dtype} 2^{k}: {e}"
-                ),
-            }
-            match qr_frule(&be(), &dev(&a), &dev(&dot), QrMode::Reduced) {
-                Ok((_, t)) => {
-                    assert!(
-                        rel_scaled(&host(&t.r), 0, &host(&t0.r)) < tol,
-                        "{dtype} 2^{k}: Ṙ"
-                    );
-                    let r = rel_scaled(&host(&t.q), k, &host(&t0.q));
-                    assert!(r < tol, "{dtype} 2^{k}: Q̇ off by {r:e}");
-                }
-                Err(e) => assert!(non_finite::<()>(Err(e)), "{dtype} 2^{k}"),
-            }
+            let over = may_overflow(k, dtype);
+            let at = format!("{dtype} 2^{k}");
+            let h = pb.pullback(Some(&dev(&qbar)), None).map(|h| host(&h));
+            check_at_scale(h, k, &h0, tol, over, &format!("{at}: Q̄ cotangent"));
+            let t = qr_frule(&be(), &dev(&a), &dev(&dot), QrMode::Reduced);
+            let t = t.map(|(_, t)| (host(&t.r), host(&t.q)));
+            let (r_dot, q_dot) = (t.clone().map(|t| t.0), t.map(|t| t.1));
+            check_at_scale(r_dot, 0, &host(&t0.r), tol, over, &format!("{at}: Ṙ"));
+            check_at_scale(q_dot, k, &host(&t0.q), tol, over, &format!("{at}: Q̇"));
         }
     }
 }
@@ -198,28 +201,17 @@ fn eigh_rules_scale_from_subnormal_to_huge() {
             );
             let r = rel_scaled(&g, 0, &g0);
             assert!(r < tol, "{dtype} 2^{k}: λ̄ cotangent off by {r:e}");
-            match pb.pullback_tangent(Some(&dev(&lbar)), None, &dev(&dot), None, None) {
-                Ok((_, h)) => {
-                    let r = rel_scaled(&host(&h), k, &hvp0);
-                    assert!(r < tol, "{dtype} 2^{k}: eigh HVP off by {r:e}");
-                }
-                Err(e) => assert!(
-                    non_finite::<()>(Err(e)) && (k < -1000 || (k < -120 && !dtype.is_double())),
-                    "{dtype} 2^{k}: eigh HVP"
-                ),
-            }
-            match eigh_frule(&be(), &dev(&a), &dev(&dot), RuleOptions::default()) {
-                Ok((_, t)) => {
-                    let r = rel_scaled(&host(&t.values), 0, &host(&t0.values));
-                    assert!(r < tol, "{dtype} 2^{k}: λ̇ off by {r:e}");
-                    let r = rel_scaled(&host(&t.vectors), k, &host(&t0.vectors));
-                    assert!(r < tol, "{dtype} 2^{k}: V̇ off by {r:e}");
-                }
-                Err(e) => assert!(
-                    non_finite::<()>(Err(e)) && (k < -1000 || (k < -120 && !dtype.is_double())),
-                    "{dtype} 2^{k}"
-                ),
-            }
+            let over = may_overflow(k, dtype);
+            let at = format!("{dtype} 2^{k}");
+            let h = pb
+                .pullback_tangent(Some(&dev(&lbar)), None, &dev(&dot), None, None)
+                .map(|(_, h)| host(&h));
+            check_at_scale(h, k, &hvp0, tol, over, &format!("{at}: eigh HVP"));
+            let t = eigh_frule(&be(), &dev(&a), &dev(&dot), RuleOptions::default());
+            let t = t.map(|(_, t)| (host(&t.values), host(&t.vectors)));
+            let (l_dot, v_dot) = (t.clone().map(|t| t.0), t.map(|t| t.1));
+            check_at_scale(l_dot, 0, &host(&t0.values), tol, over, &format!("{at}: λ̇"));
+            check_at_scale(v_dot, k, &host(&t0.vectors), tol, over, &format!("{at}: V̇"));
         }
     }
 }
