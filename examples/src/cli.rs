@@ -379,6 +379,30 @@ pub fn commit_all(outputs: Vec<Pending>) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// Writes the table `csv` and draws the chart (`draw` gets the path to draw to) into their
+/// temporary files, then replaces both destinations together ([`commit_all`]) and says so on
+/// standard output.
+///
+/// # Errors
+/// A message naming the output that could not be written; the destinations are then as
+/// they were.
+pub fn write_outputs(
+    mut csv_out: Pending,
+    mut png_out: Pending,
+    csv: &str,
+    draw: impl FnOnce(&Path) -> std::result::Result<(), String>,
+) -> std::result::Result<(), String> {
+    let (csv_dest, png_dest) = (csv_out.dest.clone(), png_out.dest.clone());
+    let csv_tmp = csv_out.create()?;
+    std::fs::write(&csv_tmp, csv.as_bytes()).map_err(|e| format!("{}: {e}", csv_dest.display()))?;
+    let png_tmp = png_out.create()?;
+    draw(&png_tmp).map_err(|e| format!("{}: cannot draw the chart: {e}", png_dest.display()))?;
+    commit_all(vec![csv_out, png_out])?;
+    println!("wrote {}", csv_dest.display());
+    println!("wrote {}", png_dest.display());
+    Ok(())
+}
+
 /// Makes a closed or full standard output end the program with a one-line message instead
 /// of a panic (`println!` panics when it cannot write): exit status 141 for a closed pipe
 /// (`… | head`), 1 otherwise. The examples' `main` calls it first.

@@ -25,6 +25,7 @@ use std::time::Instant;
 use crate::HEAP;
 use crate::cli::{
     BackendChoice, Cost, Panel, Pending, check_outputs, draw_panel, partial_path, temperature_grid,
+    write_outputs,
 };
 use crate::ctm::{Ctm, CtmOptions, CtmPoint};
 use crate::onsager;
@@ -546,7 +547,9 @@ pub fn run(args: &Args) -> std::result::Result<(), String> {
         plan.temperatures.last().copied().unwrap_or(3.5),
     );
     if failed.is_empty() {
-        write_outputs(csv_out, png_out, &csv, &points, range, args)?;
+        write_outputs(csv_out, png_out, &csv, |png| {
+            plot(png, &points, range, args.chi).map_err(|e| e.to_string())
+        })?;
     } else {
         // The requested outputs stay as they were; what converged goes beside them.
         drop((csv_out, png_out));
@@ -556,7 +559,9 @@ pub fn run(args: &Args) -> std::result::Result<(), String> {
         } else {
             let csv_out = Pending::reserve("--csv", &csv_path)?;
             let png_out = Pending::reserve("--png", &png_path)?;
-            write_outputs(csv_out, png_out, &csv, &points, range, args)?;
+            write_outputs(csv_out, png_out, &csv, |png| {
+                plot(png, &points, range, args.chi).map_err(|e| e.to_string())
+            })?;
             format!(
                 "the converged ones are in {} and {}",
                 csv_path.display(),
@@ -578,30 +583,6 @@ pub fn run(args: &Args) -> std::result::Result<(), String> {
             "the exact-solution check failed at T = {failures:?} (the tolerances hold at χ = 32 with the default --tol, --solve-tol and --max-iter; see docs/EXAMPLES.md)"
         );
     }
-    Ok(())
-}
-
-/// Writes the table and the chart to their temporary files and renames both into place.
-fn write_outputs(
-    mut csv_out: Pending,
-    mut png_out: Pending,
-    csv: &str,
-    points: &[CtmPoint],
-    range: (f64, f64),
-    args: &Args,
-) -> std::result::Result<(), String> {
-    let (csv_dest, png_dest) = (
-        csv_out.destination().to_path_buf(),
-        png_out.destination().to_path_buf(),
-    );
-    let csv_tmp = csv_out.create()?;
-    std::fs::write(&csv_tmp, csv.as_bytes()).map_err(|e| format!("{}: {e}", csv_dest.display()))?;
-    let png_tmp = png_out.create()?;
-    plot(&png_tmp, points, range, args.chi)
-        .map_err(|e| format!("{}: cannot draw the chart: {e}", png_dest.display()))?;
-    crate::cli::commit_all(vec![csv_out, png_out])?;
-    println!("wrote {}", csv_dest.display());
-    println!("wrote {}", png_dest.display());
     Ok(())
 }
 

@@ -564,16 +564,9 @@ pub fn run(args: &Args) -> std::result::Result<(), String> {
         "finite width: the exact values are for W = ∞; the differences above are the strip's finite-size effects (largest near T_c)."
     );
 
-    let (mut csv_out, mut png_out) = (csv_out, png_out);
-    let csv_tmp = csv_out.create()?;
-    std::fs::write(&csv_tmp, csv.as_bytes()).map_err(|e| format!("{}: {e}", args.csv.display()))?;
-    let png_tmp = png_out.create()?;
-    plot(&png_tmp, &points, args.width)
-        .map_err(|e| format!("{}: cannot draw the chart: {e}", args.png.display()))?;
-    crate::cli::commit_all(vec![csv_out, png_out])?;
-    println!("wrote {}", args.csv.display());
-    println!("wrote {}", args.png.display());
-    Ok(())
+    crate::cli::write_outputs(csv_out, png_out, &csv, |png| {
+        plot(png, &points, args.width).map_err(|e| e.to_string())
+    })
 }
 
 /// u(T) and c(T) beside Onsager's exact curves, in two panels, each with a dashed vertical
