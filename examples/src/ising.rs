@@ -309,11 +309,31 @@ where
         let nv = norm(&v);
         v.iter_mut().for_each(|a| *a = T::of(a.f() / nv));
         let mut last = f64::NAN;
+        let overflow = |lambda: String, it: usize| {
+            // Only a single-precision run can be rescued by more range.
+            let remedy = if T::DTYPE.is_double() {
+                "raise the temperature"
+            } else {
+                "raise the temperature or use f64"
+            };
+            Error::invalid(
+                "temperature",
+                format!(
+                    "the Boltzmann weights overflow {} at T = {temperature} (λ = {lambda} after \
+                     {it} iterations): {remedy}",
+                    T::DTYPE
+                ),
+            )
+        };
         for it in 1..=max_iter {
             let vt = self.up(HostTensor::from_vec(&dims, v.clone())?)?;
             let mut ops: Vec<&B::Tensor> = vec![o; self.width];
             ops.push(&vt);
-            let tvh = self.be.to_host(&self.tv.execute(&self.be, &ops)?)?;
+            let tv = match self.tv.execute(&self.be, &ops) {
+                Err(Error::NonFinite { .. }) => return Err(overflow("inf".into(), it)),
+                r => r?,
+            };
+            let tvh = self.be.to_host(&tv)?;
             let mut tv: Vec<T> = tvh.as_slice::<T>()?.to_vec();
             even(&mut tv);
             let lambda: f64 = tv.iter().zip(&v).map(|(a, b)| a.f() * b.f()).sum();
@@ -326,20 +346,7 @@ where
                 / lambda.abs();
             let n = norm(&tv);
             if !(residual.is_finite() && n.is_finite() && n > 0.0) {
-                // Only a single-precision run can be rescued by more range.
-                let remedy = if T::DTYPE.is_double() {
-                    "raise the temperature"
-                } else {
-                    "raise the temperature or use f64"
-                };
-                return Err(Error::invalid(
-                    "temperature",
-                    format!(
-                        "the Boltzmann weights overflow {} at T = {temperature} (λ = \
-                         {lambda:e} after {it} iterations): {remedy}",
-                        T::DTYPE
-                    ),
-                ));
+                return Err(overflow(format!("{lambda:e}"), it));
             }
             last = residual;
             v = tv.iter().map(|a| T::of(a.f() / n)).collect();

@@ -14,7 +14,23 @@
 //!   finite factors that reconstruct it, and a pullback must return a finite cotangent or a
 //!   typed error;
 //! - **sizes**: [`adrules::strided::cache::parse_size`] on random text and on well-formed
-//!   sizes, which must parse to their value.
+//!   sizes, which must parse to their value;
+//! - **gradient**: the pullback of random valid networks (f64, c64) against central finite
+//!   differences of the value along a random direction, and the pushforward against the
+//!   pullback (adjoint identity);
+//! - **planner**: every optimizer (`Auto`, `Greedy`, `Exhaustive`, `TreeSa`) under budgets of
+//!   0.2–2.2 ms: planning within the budget plus 250 ms of slack, a finite cost, the default
+//!   order's value;
+//! - **threads**: the one-call einsum (global plan cache, process-wide buffer cache, 1 MiB
+//!   buffers in a quarter of the inputs) and a pooled execution sharing one `BufferPool`, from
+//!   8 threads at once: the single-threaded values on every thread;
+//! - **candle**: the candle adapter's `einsum` (f32, f64, CPU) on the einsum target's calls:
+//!   the same calls accepted as the core, the same values, and candle's `backward` giving the
+//!   core pullback's gradients.
+//!
+//! Inputs are dealt to the targets by a fixed [`SCHEDULE`] (the cheap targets get more of
+//! them). A failing input is reduced by [`shrink`]: the smallest input of the same target and
+//! kind of finding among related seeds, saved as the reproducer.
 //!
 //! For every input the fuzz records a panic (caught), a wrong value, a mutated input (every
 //! operand is compared with a copy after the call), or a hang (an input that took longer
@@ -27,6 +43,7 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
+mod rules;
 mod targets;
 
 /// An input that took longer than this many seconds is reported as a hang.
@@ -41,11 +58,53 @@ pub enum Target {
     Linalg,
     /// the cache-size parser
     Sizes,
+    /// network gradients against finite differences
+    Gradient,
+    /// the optimizers under budgets
+    Planner,
+    /// the shared caches from 8 threads
+    Threads,
+    /// the candle adapter
+    Candle,
 }
+
+/// Which target input `i` goes to: `SCHEDULE[i % SCHEDULE.len()]` indexes [`Target::ALL`].
+/// Out of 64 inputs: 24 einsum, 16 linalg, 8 sizes, 8 gradient, 4 candle, 2 planner, 2 threads.
+pub const SCHEDULE: [u8; 64] = {
+    let mut s = [0u8; 64];
+    let counts = [24, 16, 8, 8, 2, 2, 4];
+    let mut i = 0;
+    let mut t = 0;
+    while t < counts.len() {
+        let mut k = 0;
+        while k < counts[t] {
+            s[i] = t as u8;
+            i += 1;
+            k += 1;
+        }
+        t += 1;
+    }
+    // spread the heavy targets over the cycle instead of running them back to back
+    let mut out = [0u8; 64];
+    let mut j = 0;
+    while j < 64 {
+        out[j] = s[(j * 37) % 64];
+        j += 1;
+    }
+    out
+};
 
 impl Target {
     /// Every target, in the order inputs are dealt to them.
-    pub const ALL: [Target; 3] = [Target::Einsum, Target::Linalg, Target::Sizes];
+    pub const ALL: [Target; 7] = [
+        Target::Einsum,
+        Target::Linalg,
+        Target::Sizes,
+        Target::Gradient,
+        Target::Planner,
+        Target::Threads,
+        Target::Candle,
+    ];
 
     /// The target's name, as in reproducer files.
     pub fn name(self) -> &'static str {
@@ -53,6 +112,10 @@ impl Target {
             Target::Einsum => "einsum",
             Target::Linalg => "linalg",
             Target::Sizes => "sizes",
+            Target::Gradient => "gradient",
+            Target::Planner => "planner",
+            Target::Threads => "threads",
+            Target::Candle => "candle",
         }
     }
 
@@ -67,6 +130,27 @@ impl Target {
             Target::Einsum => targets::einsum(seed),
             Target::Linalg => targets::linalg(seed),
             Target::Sizes => targets::sizes(seed),
+            Target::Gradient => rules::gradient(seed),
+            Target::Planner => rules::planner(seed),
+            Target::Threads => rules::threads(seed),
+            Target::Candle => rules::candle(seed),
+        }
+    }
+
+    /// A size of the input of `seed` (elements, characters), by which [`shrink`] orders
+    /// failing inputs.
+    pub fn size(self, seed: u64) -> usize {
+        match self {
+            Target::Linalg => targets::linalg_size(seed),
+            Target::Sizes => targets::sizes_size(seed),
+            _ => {
+                let (s, shapes) = adrules_testing::fuzz::einsum_case(seed);
+                s.len()
+                    + shapes
+                        .iter()
+                        .map(|d| d.iter().product::<usize>())
+                        .sum::<usize>()
+            }
         }
     }
 }
@@ -109,7 +193,7 @@ pub enum Budget {
 #[derive(Clone, Debug, Default)]
 pub struct Report {
     /// inputs run, per target (in the order of [`Target::ALL`])
-    pub inputs: [u64; 3],
+    pub inputs: [u64; 7],
     /// inputs that panicked
     pub panics: u64,
     /// inputs slower than [`HANG_SECONDS`]
@@ -163,7 +247,7 @@ pub fn run_one(target: Target, seed: u64) -> Result<(), Finding> {
 }
 
 /// Fuzzes every target from `seed` within `budget`, in parallel on the rayon pool. Input `i`
-/// goes to target `i mod 3` with the seed `seed + i`.
+/// goes to target [`SCHEDULE`]`[i mod 64]` with the seed `seed + i`.
 pub fn run(seed: u64, budget: Budget) -> Report {
     // panics are expected findings: record their message and location instead of printing
     let previous = std::panic::take_hook();
@@ -185,45 +269,54 @@ pub fn run(seed: u64, budget: Budget) -> Report {
     let report = Mutex::new(Report::default());
     let chunk = 256u64;
     let workers = rayon::current_num_threads().max(1);
-    (0..workers).into_par_iter().for_each(|_| {
-        loop {
-            let from = next.fetch_add(chunk, Ordering::Relaxed);
-            let to = match budget {
-                Budget::Inputs(n) if from >= n => break,
-                Budget::Inputs(n) => (from + chunk).min(n),
-                Budget::Time(d) if start.elapsed() >= d => break,
-                Budget::Time(_) => from + chunk,
-            };
-            let mut local = Report::default();
-            for i in from..to {
-                let target = Target::ALL[(i % 3) as usize];
-                let s = seed.wrapping_add(i);
-                local.inputs[(i % 3) as usize] += 1;
-                if let Err(finding) = run_one(target, s) {
-                    match &finding {
-                        Finding::Wrong(_) => local.wrong += 1,
-                        Finding::Mutated(_) => local.mutated += 1,
-                        Finding::Panic(_) => local.panics += 1,
-                        Finding::Hang(_) => local.hangs += 1,
+    // the drivers get a pool of their own: the threads target blocks a driver on threads
+    // whose kernels use the global pool, which must not be the one the drivers occupy
+    let drivers = rayon::ThreadPoolBuilder::new()
+        .num_threads(workers)
+        .build()
+        .expect("a thread pool for the fuzz drivers");
+    drivers.install(|| {
+        (0..workers).into_par_iter().for_each(|_| {
+            loop {
+                let from = next.fetch_add(chunk, Ordering::Relaxed);
+                let to = match budget {
+                    Budget::Inputs(n) if from >= n => break,
+                    Budget::Inputs(n) => (from + chunk).min(n),
+                    Budget::Time(d) if start.elapsed() >= d => break,
+                    Budget::Time(_) => from + chunk,
+                };
+                let mut local = Report::default();
+                for i in from..to {
+                    let t = SCHEDULE[(i % 64) as usize] as usize;
+                    let target = Target::ALL[t];
+                    let s = seed.wrapping_add(i);
+                    local.inputs[t] += 1;
+                    if let Err(finding) = run_one(target, s) {
+                        match &finding {
+                            Finding::Wrong(_) => local.wrong += 1,
+                            Finding::Mutated(_) => local.mutated += 1,
+                            Finding::Panic(_) => local.panics += 1,
+                            Finding::Hang(_) => local.hangs += 1,
+                        }
+                        local.failures.push(Failure {
+                            target,
+                            seed: s,
+                            finding,
+                        });
                     }
-                    local.failures.push(Failure {
-                        target,
-                        seed: s,
-                        finding,
-                    });
                 }
+                let mut r = report.lock().unwrap_or_else(|e| e.into_inner());
+                for t in 0..Target::ALL.len() {
+                    r.inputs[t] += local.inputs[t];
+                }
+                r.panics += local.panics;
+                r.hangs += local.hangs;
+                r.wrong += local.wrong;
+                r.mutated += local.mutated;
+                let room = MAX_KEPT.saturating_sub(r.failures.len());
+                r.failures.extend(local.failures.into_iter().take(room));
             }
-            let mut r = report.lock().unwrap_or_else(|e| e.into_inner());
-            for t in 0..3 {
-                r.inputs[t] += local.inputs[t];
-            }
-            r.panics += local.panics;
-            r.hangs += local.hangs;
-            r.wrong += local.wrong;
-            r.mutated += local.mutated;
-            let room = MAX_KEPT.saturating_sub(r.failures.len());
-            r.failures.extend(local.failures.into_iter().take(room));
-        }
+        })
     });
     std::panic::set_hook(previous);
     let mut report = report.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -259,4 +352,30 @@ pub fn parse_reproducers(text: &str) -> Result<Vec<(Target, u64)>, String> {
         out.push((target, seed));
     }
     Ok(out)
+}
+
+/// Reduces a failing input: among `tries` seeds derived from `seed`, the failing input of the
+/// same target and kind of finding with the smallest [`Target::size`] (the input itself when
+/// none is smaller). The inputs are derived from seeds, so this is a search, not a structural
+/// shrink: the reduced input is another input that fails the same way.
+pub fn shrink(target: Target, seed: u64, finding: &Finding, tries: u64) -> (u64, Finding) {
+    let kind = std::mem::discriminant(finding);
+    let (mut best, mut best_size, mut best_finding) = (seed, target.size(seed), finding.clone());
+    let mut x = seed ^ 0x5851_f42d_4c95_7f2d;
+    for _ in 0..tries {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let s = x >> 1;
+        let size = target.size(s);
+        if size >= best_size {
+            continue;
+        }
+        if let Err(f) = run_one(target, s)
+            && std::mem::discriminant(&f) == kind
+        {
+            (best, best_size, best_finding) = (s, size, f);
+        }
+    }
+    (best, best_finding)
 }

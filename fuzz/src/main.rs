@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use adrules_fuzz::{Budget, Finding, HANG_SECONDS, Target, run};
+use adrules_fuzz::{Budget, Finding, HANG_SECONDS, Target, run, shrink};
 
 const USAGE: &str = "usage: fuzz [--inputs N | --minutes M | --seconds S] [--seed S] [--save FILE]
   --inputs N    run N inputs (default 100000), dealt round-robin to the targets
@@ -100,14 +100,17 @@ fn main() -> ExitCode {
     );
     let r = run(seed, budget);
     let secs = r.elapsed.as_secs_f64();
+    let per_target: Vec<String> = Target::ALL
+        .iter()
+        .zip(r.inputs)
+        .map(|(t, n)| format!("{} {n}", t.name()))
+        .collect();
     say!(
         out,
-        "inputs: {} in {secs:.1} s ({:.0} per second): einsum {}, linalg {}, sizes {}",
+        "inputs: {} in {secs:.1} s ({:.0} per second): {}",
         r.total(),
         r.total() as f64 / secs.max(1e-9),
-        r.inputs[0],
-        r.inputs[1],
-        r.inputs[2]
+        per_target.join(", ")
     );
     say!(
         out,
@@ -130,10 +133,33 @@ fn main() -> ExitCode {
         say!(out, "{} {}: {kind}: {what}", f.target.name(), f.seed);
     }
     let path = save.unwrap_or_else(|| PathBuf::from(format!("fuzz/regressions/found-{seed}.txt")));
+    // each failure with its reduced input (the smallest failing the same way among 2,000
+    // related seeds), the first ten only: the search runs the target up to 2,000 times
     let lines: String = r
         .failures
         .iter()
-        .map(|f| format!("{} {}\n", f.target.name(), f.seed))
+        .enumerate()
+        .map(|(i, f)| {
+            let mut line = format!("{} {}\n", f.target.name(), f.seed);
+            if i < 10 {
+                let (s, _) = shrink(f.target, f.seed, &f.finding, 2_000);
+                if s != f.seed {
+                    say!(
+                        out,
+                        "{} {}: reduced to {} {s}",
+                        f.target.name(),
+                        f.seed,
+                        f.target.name()
+                    );
+                    line.push_str(&format!(
+                        "{} {s} # reduced from {}\n",
+                        f.target.name(),
+                        f.seed
+                    ));
+                }
+            }
+            line
+        })
         .collect();
     let written = std::fs::OpenOptions::new()
         .create(true)

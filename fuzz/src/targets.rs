@@ -206,6 +206,17 @@ fn product(
     out
 }
 
+/// The number of elements of the matrix of [`linalg`]'s input `seed` (its first draws).
+pub(crate) fn linalg_size(seed: u64) -> usize {
+    let mut rng = Rng::seed(seed);
+    let _dtype = rng.below(4);
+    let _kind = rng.below(KINDS.len());
+    let (m, n) = (rng.below(5), rng.below(5));
+    let batch = if rng.below(4) == 0 { 2 } else { 1 };
+    let square = rng.below(5) == 4;
+    batch * m * if square { m } else { n }
+}
+
 /// The decomposition of `seed` and a pullback through it.
 pub(crate) fn linalg(seed: u64) -> Result<(), Finding> {
     let mut rng = Rng::seed(seed);
@@ -353,9 +364,8 @@ const UNITS: [(&str, u128); 10] = [
     ("TB", 1_000_000_000_000),
 ];
 
-/// The size text of `seed`: well formed (its value must come back) or random characters
-/// (it must not panic).
-pub(crate) fn sizes(seed: u64) -> Result<(), Finding> {
+/// The text of [`sizes`]' input `seed` and, when it is well formed, its value.
+fn size_text(seed: u64) -> (String, Option<Option<u128>>) {
     let mut rng = Rng::seed(seed);
     if rng.below(2) == 0 {
         let (unit, mult) = UNITS[rng.below(UNITS.len())];
@@ -364,24 +374,38 @@ pub(crate) fn sizes(seed: u64) -> Result<(), Finding> {
             .map(|_| char::from(b'0' + rng.below(10) as u8))
             .collect();
         let space = if rng.below(2) == 0 { " " } else { "" };
-        let text = format!("{number}{space}{unit}");
         let expected = number.parse::<u128>().ok().map(|v| v * mult);
-        match (parse_size("size", &text), expected) {
-            (Ok(v), Some(e)) if v as u128 == e => Ok(()),
-            (Err(_), Some(e)) if e > usize::MAX as u128 => Ok(()),
-            (r, e) => Err(wrong(format!("{text:?}: {r:?}, expected {e:?}"))),
-        }
+        (format!("{number}{space}{unit}"), Some(expected))
     } else {
         const CHARS: &[u8] = b"0123456789.. -+eExXkKmMgGtTiIbB\t\xc3\xa9";
         let len = rng.below(12);
         let bytes: Vec<u8> = (0..len).map(|_| CHARS[rng.below(CHARS.len())]).collect();
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        // any outcome but a panic; an accepted text must be digits, one dot and a unit
-        if let Ok(v) = parse_size("size", &text)
-            && text.trim().starts_with(['-', '+'])
-        {
-            return Err(wrong(format!("{text:?}: a signed size accepted as {v}")));
+        (String::from_utf8_lossy(&bytes).into_owned(), None)
+    }
+}
+
+/// The length of [`sizes`]' input text.
+pub(crate) fn sizes_size(seed: u64) -> usize {
+    size_text(seed).0.len()
+}
+
+/// The size text of `seed`: well formed (its value must come back) or random characters
+/// (it must not panic).
+pub(crate) fn sizes(seed: u64) -> Result<(), Finding> {
+    match size_text(seed) {
+        (text, Some(expected)) => match (parse_size("size", &text), expected) {
+            (Ok(v), Some(e)) if v as u128 == e => Ok(()),
+            (Err(_), Some(e)) if e > usize::MAX as u128 => Ok(()),
+            (r, e) => Err(wrong(format!("{text:?}: {r:?}, expected {e:?}"))),
+        },
+        (text, None) => {
+            // any outcome but a panic; a signed text must be refused
+            if let Ok(v) = parse_size("size", &text)
+                && text.trim().starts_with(['-', '+'])
+            {
+                return Err(wrong(format!("{text:?}: a signed size accepted as {v}")));
+            }
+            Ok(())
         }
-        Ok(())
     }
 }

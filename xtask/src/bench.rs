@@ -87,7 +87,7 @@ fn pairs<'a>(
 
 /// `cargo xtask bench [FILTER…]`: runs the criterion benches of the package
 /// `adrules-benches` (`benches/`: `contract`, `permute`, `rules`, `networks`, `einsum`, `second_order`,
-/// `planner`; arguments are
+/// `planner`, `overheads`; arguments are
 /// passed to criterion, e.g. a filter regex),
 /// then prints markdown tables from criterion's estimates (median time per iteration).
 pub fn bench(args: &[String]) -> Result<(), String> {
@@ -110,6 +110,8 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         "second_order",
         "--bench",
         "planner",
+        "--bench",
+        "overheads",
         "--",
     ])
     .args(args);
@@ -338,6 +340,8 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         }
     }
 
+    overheads(&all);
+
     println!("\n### Planning large networks (`NetworkPlan::new`, order search and lowering)\n");
     println!(
         "scalars = the einsum `\",,…,->\"` with `Order::Default`; chain = a connected 3 × 3 \
@@ -382,4 +386,79 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The table of `benches/overheads.rs`: each fixed cost against its reference and its target.
+fn overheads(all: &[Estimate]) {
+    let get = |group: &str, f: &str, v: &str| {
+        all.iter()
+            .find(|e| e.group == group && e.function == f && e.value == v)
+    };
+    let rows = [
+        (
+            "network gradient `abc,bde,cdf->aef` d = 64, pool vs heap allocator",
+            get("pool_vs_heap", "pool", "abc,bde,cdf->aef_d64_grad_t1"),
+            get("pool_vs_heap", "heap", "abc,bde,cdf->aef_d64_grad_t1"),
+            "pool ≤ 1.00 × heap",
+            (|o: f64, r: f64| o <= r) as fn(f64, f64) -> bool,
+        ),
+        (
+            "einsum `ij,ij->ij` 1000², vs a plain loop into an existing output",
+            get("elementwise", "adrules", "ij,ij->ij_n1000_f64_t1"),
+            get("elementwise", "loop", "ij,ij->ij_n1000_f64_t1"),
+            "≤ 1.5 ms",
+            |o, _| o <= 1.5e6,
+        ),
+        (
+            "einsum `bi,bi->b` 1000², vs a plain loop",
+            get("elementwise", "adrules", "bi,bi->b_n1000_f64_t1"),
+            get("elementwise", "loop", "bi,bi->b_n1000_f64_t1"),
+            "–",
+            |_, _| true,
+        ),
+        (
+            "`ij,jk->ik` n = 8: `ContractOp` rrule + pullback, vs the primal alone",
+            get("small_call", "rrule", "ij,jk->ik_n8_f64_t1"),
+            get("small_call", "primal", "ij,jk->ik_n8_f64_t1"),
+            "≤ 5 µs",
+            |o, _| o <= 5e3,
+        ),
+        (
+            "`ij,jk->ik` n = 8: network rrule + pullback, vs the one-call `einsum`",
+            get("small_call", "einsum_rrule", "ij,jk->ik_n8_f64_t1_network"),
+            get("small_call", "einsum", "ij,jk->ik_n8_f64_t1_network"),
+            "≤ 5 µs",
+            |o, _| o <= 5e3,
+        ),
+    ];
+    if rows.iter().all(|r| r.1.is_none()) {
+        return;
+    }
+    println!("\n### Fixed costs around the kernels (f64, one thread)\n");
+    println!(
+        "Median per call, each case and its reference interleaved in one run; numpy's figures \
+         for the same cases come from `benches/numpy_elementwise.py`.\n"
+    );
+    println!("| case | adrules | reference | ratio | target | met |");
+    println!("|---|---:|---:|---:|---|---|");
+    let time = |ns: f64| {
+        if ns >= 1e6 {
+            format!("{:.3} ms", ns / 1e6)
+        } else {
+            format!("{:.2} µs", ns / 1e3)
+        }
+    };
+    for (case, ours, reference, target, met) in rows {
+        let (Some(o), Some(r)) = (ours, reference) else {
+            continue;
+        };
+        let (o, r) = (o.median_ns, r.median_ns);
+        println!(
+            "| {case} | {} | {} | {:.3} | {target} | {} |",
+            time(o),
+            time(r),
+            o / r,
+            if met(o, r) { "yes" } else { "**no**" }
+        );
+    }
 }

@@ -405,6 +405,17 @@ impl<B: Engine> Backend for BurnBackend<B> {
         self.read_value(B::float_sum(prod), dtype)
     }
 
+    /// `Σ (T − T) = 0` with burn's own ops on the tensor's device (an exact 0 for finite
+    /// elements, NaN otherwise): two ops and one scalar read.
+    fn all_finite(&self, t: &Self::Tensor) -> Result<bool> {
+        let dtype = self.supported(&[("t", t)])?;
+        if t.dims.contains(&0) {
+            return Ok(true);
+        }
+        let d = B::float_sub(t.primitive.clone(), t.primitive.clone());
+        Ok(self.read_value(B::float_sum(d), dtype)?.is_zero())
+    }
+
     fn scale(&self, t: &mut Self::Tensor, s: DynScalar) -> Result<()> {
         let dt = self.supported(&[("t", t)])?;
         let s = s.cast(dt, "s")?.re();

@@ -292,6 +292,22 @@ impl Backend for CandleBackend {
         self.scalar(&s)
     }
 
+    /// `Σ (T − T) = 0` with candle's own ops on the tensor's device (an exact 0 for finite
+    /// elements, NaN otherwise).
+    fn all_finite(&self, t: &Tensor) -> Result<bool> {
+        self.served([(t, "t")])?;
+        if t.elem_count() == 0 {
+            return Ok(true);
+        }
+        let s = t
+            .sub(t)
+            .and_then(|d| d.sum_all())
+            .and_then(|s| s.to_dtype(candle_core::DType::F64))
+            .and_then(|s| s.to_scalar::<f64>())
+            .map_err(from_candle)?;
+        Ok(s == 0.0)
+    }
+
     fn scale(&self, t: &mut Tensor, s: DynScalar) -> Result<()> {
         let [dt] = self.served([(t, "t")])?;
         let s = s.cast(dt, "s")?.re();

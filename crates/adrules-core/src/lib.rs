@@ -34,6 +34,7 @@
 pub mod alloc;
 pub mod backend;
 pub mod error;
+pub mod finite;
 pub mod host;
 pub mod implicit;
 pub mod linalg;

@@ -194,4 +194,9 @@ impl Backend for Strided {
     fn scalar(&self, t: &Tensor) -> Result<DynScalar> {
         t.scalar()
     }
+
+    /// One vectorized pass over the elements (no temporary).
+    fn all_finite(&self, t: &Tensor) -> Result<bool> {
+        with_type!(t.dtype(), T => Ok(kernels::all_finite_impl(&t.view::<T>()?)))
+    }
 }

@@ -61,6 +61,29 @@ pub(crate) fn scope<R>(recycler: Arc<dyn Recycler>, f: impl FnOnce() -> R) -> R 
     f()
 }
 
+/// Takes the unique buffer of a dropped tensor back: the recycler installed on this thread (a
+/// [`BufferPool`](crate::BufferPool) scope) takes every size, so a loop inside the scope finds
+/// its temporaries in the pool again whether they were freed or dropped; without one, the
+/// process-wide [`cache`](crate::cache) takes it when it is at least
+/// [`MIN_BYTES`](crate::cache::MIN_BYTES) long (smaller buffers go back to the system).
+pub(crate) fn give_dropped(s: Storage) {
+    let s = match CURRENT.try_with(|c| match &*c.borrow() {
+        Some(r) => {
+            r.give(s);
+            None
+        }
+        None => Some(s),
+    }) {
+        Ok(None) => return,
+        Ok(Some(s)) => s,
+        // the thread is exiting and its hook is gone
+        Err(_) => return,
+    };
+    if s.len() * s.dtype().size_of() >= crate::cache::MIN_BYTES {
+        crate::cache::global().give(s);
+    }
+}
+
 /// A unique buffer of at least `len` elements of `T` from `from` (recycled when it holds a
 /// suitable one, else freshly allocated), whose first `len` elements are zero when `zero`
 /// (else unspecified but initialised).

@@ -28,8 +28,10 @@
 //!
 //! # Memory
 //! The pool keeps every buffer given back to it until [`BufferPool::trim`] or until the last
-//! handle of the pool is dropped. A tensor that is dropped instead of freed returns its memory
-//! to the system, not to the pool.
+//! handle of the pool is dropped. A tensor dropped (instead of freed) inside the pool's
+//! [`scope`](BufferPool::scope) on the same thread gives its buffer to the pool too, when no
+//! other handle shares it; dropped elsewhere, its memory goes to the process-wide
+//! [`cache`](crate::cache) or back to the system.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 

@@ -40,17 +40,15 @@ pub struct Tensor {
     offset: usize,
 }
 
-/// A dropped tensor whose buffer nobody else shares gives a large buffer to the
-/// process-wide [`cache`](crate::cache) (which drops it when it is small, shared or over the
-/// limit).
+/// A dropped tensor whose buffer nobody else shares gives it back for reuse: to the
+/// [`BufferPool`](crate::BufferPool) whose scope encloses the drop on this thread, else (a
+/// large buffer) to the process-wide [`cache`](crate::cache). A shared buffer stays with its
+/// other handles.
 impl Drop for Tensor {
     fn drop(&mut self) {
-        if self.storage.len() * self.storage.dtype().size_of() >= crate::cache::MIN_BYTES
-            && self.storage.is_unique()
-        {
-            use crate::hook::Recycler;
+        if self.storage.is_unique() && !self.storage.is_empty() {
             let s = std::mem::replace(&mut self.storage, Storage::placeholder());
-            crate::cache::global().give(s);
+            crate::hook::give_dropped(s);
         }
     }
 }

@@ -369,6 +369,11 @@ impl<B: Backend, H: Hook> Backend for Forwarding<B, H> {
         let v = self.inner.scalar(t)?;
         Ok(self.hook.scalar_result(Primitive::Scalar, v))
     }
+    /// Forwarded uncounted and unhooked: the finite-output check is a query of the rules,
+    /// not a primitive call.
+    fn all_finite(&self, t: &Self::Tensor) -> Result<bool> {
+        self.inner.all_finite(t)
+    }
     fn svd(&self, a: &Self::Tensor, mode: SvdMode) -> Result<[Self::Tensor; 3]> {
         self.plain(Primitive::Svd)?;
         self.inner.svd(a, mode)

@@ -206,6 +206,24 @@ pub trait Backend: Clone + Debug {
     /// [`crate::Error::RankMismatch`] naming `"tensor"` when the rank is not 0.
     fn scalar(&self, t: &Self::Tensor) -> Result<DynScalar>;
 
+    /// `true` when every element of `t` is finite (no NaN, no ±∞): the test behind the
+    /// finite-output policy of the rules ([`crate::finite`]). The default needs nothing but
+    /// the primitives, so it runs on the backend's device: `D = T − T` by two
+    /// [`add`](Backend::add)s (an exact 0 for a finite element, NaN otherwise, so nothing
+    /// overflows), then `⟨D, D⟩ = 0`. Backends override it with a direct scan.
+    ///
+    /// # Errors
+    /// The errors of the primitives it calls (a dtype the backend does not store).
+    fn all_finite(&self, t: &Self::Tensor) -> Result<bool> {
+        let (dims, dtype) = (self.dims(t), self.dtype(t));
+        let id = Permutation::identity(dims.len());
+        let mut d = self.empty(&dims, dtype)?;
+        let (one, zero) = (DynScalar::one(dtype), DynScalar::zero(dtype));
+        self.add(&mut d, t, &id, Conj::No, one, zero)?;
+        self.add(&mut d, t, &id, Conj::No, DynScalar::F64(-1.0), one)?;
+        Ok(self.inner(&d, &d)?.is_zero())
+    }
+
     /// Singular value decomposition `[U, S, Vh]` of `a: [batch…, m, n]` (shapes in
     /// [`SvdMode`]); `S` real, non-increasing. The default copies `a` to the host and calls
     /// faer ([`linalg::host_svd`]); a backend with a device SVD overrides it, keeping those

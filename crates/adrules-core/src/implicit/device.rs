@@ -163,7 +163,9 @@ pub fn solve_adjoint<B: Backend>(
 ///
 /// # Errors
 /// [`Error::ShapeMismatch`] (`"y_bar"`) when `y_bar` is not of shape `[m]`; the errors of
-/// [`solve_adjoint`]; the errors of the maps and of the backend.
+/// [`solve_adjoint`]; the errors of the maps and of the backend; [`Error::NonFinite`]
+/// (`"x_bar[k]"`) for a cotangent that overflows although `y_bar` is finite
+/// ([`crate::finite`]).
 pub fn pullback<B: Backend>(
     be: &B,
     maps: &dyn AdjointMaps<B>,
@@ -184,6 +186,9 @@ pub fn pullback<B: Backend>(
     )?;
     let (u, stats) = solve_adjoint(be, maps, &rhs, options)?;
     let x_bar = maps.apply_b_adjoint(&u)?;
+    for (k, t) in x_bar.iter().enumerate() {
+        crate::finite::check(be, || format!("x_bar[{k}]"), t, &[y_bar])?;
+    }
     Ok((x_bar, stats))
 }
 

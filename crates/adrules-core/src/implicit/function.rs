@@ -1,6 +1,7 @@
 //! [`ImplicitFunction`]: a solver and its conditions; [`Linearization`]: the pushforward and
 //! the pullback at one solution, sharing one factorization.
 
+use crate::finite;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -401,7 +402,8 @@ impl<T: ImplicitScalar> Linearization<T> {
     /// [`Error::CountMismatch`] when a direction has not one tensor per input,
     /// [`Error::ShapeMismatch`] / [`Error::DTypeMismatch`] when a tangent does not match its
     /// input or the guess has the wrong length, the solve's errors (see
-    /// [`OnFailure`]) and the maps' errors.
+    /// [`OnFailure`]) and the maps' errors; [`Error::NonFinite`] (`"dy[j]"`) for a tangent that
+    /// overflows although `y` and the directions are finite ([`crate::finite`]).
     pub fn jvp_many<D: AsRef<[HostTensor]>>(
         &self,
         tangents: &[D],
@@ -431,9 +433,20 @@ impl<T: ImplicitScalar> Linearization<T> {
         }
         let (dy, stats) = self.solve(System::Direct, &rhs, k, guess)?;
         let dims = self.inner.y.dims();
-        let dy = (0..k)
+        let dy: Vec<HostTensor> = (0..k)
             .map(|j| HostTensor::new(dims, T::wrap(dy[j * m..(j + 1) * m].to_vec())))
             .collect::<Result<_>>()?;
+        if stats.failure.is_none() {
+            let inputs_finite = || {
+                finite::host_all_finite(&self.inner.y)
+                    && tangents
+                        .iter()
+                        .all(|d| d.as_ref().iter().all(finite::host_all_finite))
+            };
+            for (j, t) in dy.iter().enumerate() {
+                finite::check_host(|| format!("dy[{j}]"), t, inputs_finite)?;
+            }
+        }
         Ok(ImplicitTangents { dy, stats })
     }
 
@@ -537,6 +550,17 @@ impl<T: ImplicitScalar> Linearization<T> {
                 HostTensor::new(dims, T::wrap(data))
             })
             .collect::<Result<Vec<_>>>()?;
+        if du_stats.failure.is_none() {
+            // the gradient and dy were checked by the pullback and the pushforward
+            let inputs_finite = || {
+                finite::host_all_finite(&self.inner.y)
+                    && finite::host_all_finite(y_bar)
+                    && dx.iter().all(finite::host_all_finite)
+            };
+            for (i, t) in hvp.iter().enumerate() {
+                finite::check_host(|| format!("hvp[{i}]"), t, inputs_finite)?;
+            }
+        }
         let gradient = first.dx.into_iter().next().unwrap_or_default();
         Ok(ImplicitHvp {
             gradient,
@@ -616,7 +640,8 @@ impl<T: ImplicitScalar> Linearization<T> {
     /// # Errors
     /// [`Error::ShapeMismatch`] / [`Error::DTypeMismatch`] when a cotangent does not match
     /// `y` or the guess has the wrong length, the solve's errors (see [`OnFailure`]) and the
-    /// maps' errors.
+    /// maps' errors; [`Error::NonFinite`] (`"x_bar[j][i]"`) for a cotangent that overflows
+    /// although `y` and the cotangents are finite ([`crate::finite`]).
     pub fn vjp_many(
         &self,
         y_bars: &[HostTensor],
@@ -636,7 +661,7 @@ impl<T: ImplicitScalar> Linearization<T> {
         } else if m > 0 && n > 0 && k > 0 {
             self.inner.maps.apply_b_adjoint(&u, &mut x_bar, k)?;
         }
-        let dx = (0..k)
+        let dx: Vec<Vec<HostTensor>> = (0..k)
             .map(|j| {
                 let mut offset = j * n;
                 self.inner
@@ -651,6 +676,16 @@ impl<T: ImplicitScalar> Linearization<T> {
                     .collect::<Result<Vec<_>>>()
             })
             .collect::<Result<_>>()?;
+        if stats.failure.is_none() {
+            let inputs_finite = || {
+                finite::host_all_finite(&self.inner.y) && y_bars.iter().all(finite::host_all_finite)
+            };
+            for (j, xs) in dx.iter().enumerate() {
+                for (i, t) in xs.iter().enumerate() {
+                    finite::check_host(|| format!("x_bar[{j}][{i}]"), t, inputs_finite)?;
+                }
+            }
+        }
         Ok(ImplicitCotangents {
             dx,
             adjoint: u,

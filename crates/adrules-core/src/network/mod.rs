@@ -131,3 +131,23 @@ pub fn einsum<B: Backend>(be: &B, subscripts: &str, tensors: &[&B::Tensor]) -> R
         });
     plan?.execute(be, tensors)
 }
+
+/// Gives a [`Error::NonFinite`] raised by a step the name of the network's value it concerns.
+/// `name` receives the step's own name of the output (`"a_bar"`, `"c_dot"`, …).
+pub(crate) fn renamed(e: crate::Error, name: impl FnOnce(&str) -> String) -> crate::Error {
+    match e {
+        crate::Error::NonFinite { arg, reason } => crate::Error::NonFinite {
+            arg: name(&arg),
+            reason,
+        },
+        e => e,
+    }
+}
+
+/// The name of value `v` of a network with `n` operands (an operand or a step's output).
+pub(crate) fn value_name(v: usize, n: usize) -> String {
+    match v.checked_sub(n) {
+        None => format!("operand {v}"),
+        Some(s) => format!("the output of step {s}"),
+    }
+}

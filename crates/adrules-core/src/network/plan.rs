@@ -401,7 +401,9 @@ impl NetworkPlan {
     /// # Errors
     /// [`Error::CountMismatch`] (argument `"operands"`) for a wrong number of operands;
     /// [`Error::ShapeMismatch`] (argument `"operand k"`) when a shape differs from the planned
-    /// one; dtype and engine errors of the backend.
+    /// one; dtype and engine errors of the backend; [`Error::NonFinite`] (argument
+    /// `"output"`) when the value overflows although every operand is finite
+    /// ([`crate::finite`]).
     pub fn execute<B: Backend>(&self, be: &B, operands: &[&B::Tensor]) -> Result<B::Tensor> {
         self.execute_with(be, &HeapAllocator, operands)
     }
@@ -421,6 +423,7 @@ impl NetworkPlan {
         let mut c = alloc.allocate(be, self.output_dims(), dtype, Lifetime::Persistent)?;
         let (one, zero) = (DynScalar::one(dtype), DynScalar::zero(dtype));
         self.run(be, alloc, operands, &mut c, one, zero)?;
+        crate::finite::check(be, || "output".into(), &c, operands)?;
         Ok(c)
     }
 

@@ -56,7 +56,9 @@ impl<B: Backend> NetworkPullback<B> {
     ///
     /// # Errors
     /// [`Error::ShapeMismatch`] / [`Error::DTypeMismatch`] naming `"c_bar"` when `c_bar` does
-    /// not have the output's shape or a dtype that promotes to the output's; backend errors.
+    /// not have the output's shape or a dtype that promotes to the output's; backend errors;
+    /// [`Error::NonFinite`] naming the cotangent (`"the cotangent of operand k"`) that
+    /// overflows although `c_bar` and the forward values are finite ([`crate::finite`]).
     pub fn pullback(&self, c_bar: &B::Tensor) -> Result<Vec<Option<B::Tensor>>> {
         let n = self.operands;
         let mut cot: Vec<Option<B::Tensor>> = vec![None; n + self.steps.len()];
@@ -67,7 +69,12 @@ impl<B: Backend> NetworkPullback<B> {
             let (Some(rec), Some(bar)) = (step, cot[n + s].take()) else {
                 continue;
             };
-            let g = rec.pullback.pullback(&bar)?;
+            let g = rec.pullback.pullback(&bar).map_err(|e| {
+                super::renamed(e, |arg| {
+                    let v = rec.inputs[usize::from(arg == "b_bar")];
+                    format!("the cotangent of {}", super::value_name(v, n))
+                })
+            })?;
             for (&v, g) in rec.inputs.iter().zip([g.a, g.b]) {
                 cot[v] = g;
             }
@@ -140,6 +147,7 @@ impl NetworkPlan {
             needs.push(act[0] || act[1]);
             Ok(())
         })?;
+        crate::finite::check(be, || "output".into(), &c, operands)?;
         Ok((c, NetworkPullback { operands: n, steps }))
     }
 
@@ -213,7 +221,17 @@ impl NetworkPlan {
             };
             let op = self.steps()[s].primitive();
             let d = if dx.a.is_some() || dx.b.is_some() {
-                Some(op.frule(be, out, x, dx)?)
+                let name = |_: &str| {
+                    if s + 1 == self.steps().len() {
+                        "the tangent of the output".to_string()
+                    } else {
+                        format!("the tangent of {}", super::value_name(n + s, n))
+                    }
+                };
+                Some(
+                    op.frule(be, out, x, dx)
+                        .map_err(|e| super::renamed(e, name))?,
+                )
             } else {
                 op.apply(be, out, x)?;
                 None
@@ -228,6 +246,10 @@ impl NetworkPlan {
             Some(dc) => dc,
             None => be.zeros(self.output_dims(), dtype)?,
         };
+        crate::finite::check(be, || "output".into(), &c, operands)?;
+        let mut inputs = operands.to_vec();
+        inputs.extend(tangents.iter().flatten());
+        crate::finite::check(be, || "the tangent of the output".into(), &dc, &inputs)?;
         Ok((c, dc))
     }
 }

@@ -128,7 +128,9 @@ impl NetworkPlan {
     /// # Errors
     /// [`Error::CountMismatch`] (`"operands"`, `"tangents"`, `"active"`) for a wrong number of
     /// entries; [`Error::ShapeMismatch`] / [`Error::DTypeMismatch`] naming `"operand k"`,
-    /// `"tangent k"`, `"c_bar"` or `"c_bar_dot"`; backend errors.
+    /// `"tangent k"`, `"c_bar"` or `"c_bar_dot"`; backend errors; [`Error::NonFinite`] naming
+    /// the output (`"output"`, `"the gradient of operand k"`, `"the HVP of operand k"`) that
+    /// overflows although every input is finite ([`crate::finite`]).
     pub fn second_order<B: Backend, A: Allocator<B>>(
         &self,
         be: &B,
@@ -283,6 +285,21 @@ impl NetworkPlan {
             } else {
                 None
             });
+        }
+        crate::finite::check(be, || "output".into(), &value, operands)?;
+        let mut inputs = operands.to_vec();
+        inputs.push(request.c_bar);
+        for (k, g) in gradient.iter().enumerate() {
+            if let Some(g) = g {
+                crate::finite::check(be, || format!("the gradient of operand {k}"), g, &inputs)?;
+            }
+        }
+        inputs.extend(request.tangents.iter().flatten());
+        inputs.extend(request.c_bar_dot);
+        for (k, h) in hvp.iter().enumerate() {
+            if let Some(h) = h {
+                crate::finite::check(be, || format!("the HVP of operand {k}"), h, &inputs)?;
+            }
         }
         Ok(NetworkHvp {
             value,

@@ -137,6 +137,7 @@ impl AddOp {
             check_coeff_tangent("tangent of alpha", Some(dal), self.alpha)?;
             be.add(&mut dc, a, &self.perm, self.conj, dal, one)?;
         }
+        t.check_output(be, "c_dot", &dc, &[c, a])?;
         self.apply(be, c, a)?;
         Ok(dc)
     }
@@ -160,10 +161,15 @@ impl<B: Backend> AddPullback<B> {
     /// # Errors
     /// [`crate::Error::ShapeMismatch`] / [`crate::Error::DTypeMismatch`] naming `"c_bar"`
     /// when `c_bar` does not match C; backend errors.
+    /// [`crate::Error::NonFinite`] for a cotangent that is not finite although `c_bar` and
+    /// what the pullback read are ([`crate::finite`]).
     pub fn pullback(&self, c_bar: &B::Tensor) -> Result<Cotangents<B>> {
         let mut g = Cotangents::default();
         self.accumulate(c_bar, &mut g)?;
-        Ok(g)
+        g.checked(
+            &self.backend,
+            &[Some(c_bar), self.a.as_ref(), self.c_old.as_ref()],
+        )
     }
 
     /// Adds the cotangents of the active inputs into `into` (a `None` slot receives a fresh

@@ -177,6 +177,7 @@ impl ContractOp {
             check_like(be, "tangent of b", db, &Meta::of(be, b))?;
             be.contract(&mut dc, a, db, sp, ca, cb, self.alpha, one)?;
         }
+        t.check_output(be, "c_dot", &dc, &[c, a, b])?;
         self.apply(be, c, a, b)?;
         Ok(dc)
     }
@@ -249,10 +250,20 @@ impl<B: Backend> ContractPullback<B> {
     ///
     /// # Errors
     /// `c_bar` not matching C (`"c_bar"`); backend errors.
+    /// [`crate::Error::NonFinite`] for a cotangent that is not finite although `c_bar` and
+    /// what the pullback read are ([`crate::finite`]).
     pub fn pullback(&self, c_bar: &B::Tensor) -> Result<Cotangents<B>> {
         let mut g = Cotangents::default();
         self.accumulate(c_bar, &mut g)?;
-        Ok(g)
+        g.checked(
+            &self.backend,
+            &[
+                Some(c_bar),
+                self.a.as_ref(),
+                self.b.as_ref(),
+                self.c_old.as_ref(),
+            ],
+        )
     }
 
     /// Adds the cotangents of the active inputs into `into` (in place into existing buffers

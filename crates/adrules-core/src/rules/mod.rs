@@ -134,6 +134,37 @@ impl<B: Backend> Default for Cotangents<B> {
     }
 }
 
+impl<B: Backend> Cotangents<B> {
+    /// The finite-output policy ([`crate::finite`]) on fresh cotangents: each one that is not
+    /// finite while every tensor in `inputs` (the output cotangent and what the pullback
+    /// read) is gives [`crate::Error::NonFinite`] naming it (`"a_bar"`, `"b_bar"`,
+    /// `"c_in_bar"` for the β-scaled input C, `"alpha_bar"`, `"beta_bar"`).
+    pub(crate) fn checked(self, be: &B, inputs: &[Option<&B::Tensor>]) -> Result<Self> {
+        let inputs: Vec<&B::Tensor> = inputs.iter().flatten().copied().collect();
+        for (arg, t) in [
+            ("a_bar", &self.a),
+            ("b_bar", &self.b),
+            ("c_in_bar", &self.c),
+        ] {
+            if let Some(t) = t {
+                crate::finite::check(be, || arg.to_string(), t, &inputs)?;
+            }
+        }
+        for (arg, s) in [("alpha_bar", self.alpha), ("beta_bar", self.beta)] {
+            if s.is_some_and(|s| !s.to_c64().is_finite()) {
+                let mut all = true;
+                for x in &inputs {
+                    all &= be.all_finite(x)?;
+                }
+                if all {
+                    return Err(crate::finite::overflow(arg, be.dtype(inputs[0])));
+                }
+            }
+        }
+        Ok(self)
+    }
+}
+
 /// Tangents of a primitive's inputs; `None` is a zero tangent (and costs nothing).
 #[derive(Debug)]
 pub struct Tangents<'t, B: Backend> {
@@ -147,6 +178,30 @@ pub struct Tangents<'t, B: Backend> {
     pub alpha: Option<DynScalar>,
     /// tangent of β
     pub beta: Option<DynScalar>,
+}
+
+impl<'t, B: Backend> Tangents<'t, B> {
+    /// The finite-output policy ([`crate::finite`]) on the fresh tangent `out` (named `arg`)
+    /// computed from `primals` and these tangents: [`crate::Error::NonFinite`] when it is not
+    /// finite although every input is.
+    pub(crate) fn check_output(
+        &self,
+        be: &B,
+        arg: &str,
+        out: &B::Tensor,
+        primals: &[&B::Tensor],
+    ) -> Result<()> {
+        if [self.alpha, self.beta]
+            .into_iter()
+            .flatten()
+            .any(|s| !s.to_c64().is_finite())
+        {
+            return Ok(());
+        }
+        let mut inputs: Vec<&B::Tensor> = primals.to_vec();
+        inputs.extend([self.c, self.a, self.b].into_iter().flatten());
+        crate::finite::check(be, || arg.to_string(), out, &inputs)
+    }
 }
 
 impl<B: Backend> Clone for Tangents<'_, B> {

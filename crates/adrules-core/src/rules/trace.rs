@@ -142,6 +142,7 @@ impl TraceOp {
             check_coeff_tangent("tangent of alpha", Some(dal), self.alpha)?;
             be.trace(&mut dc, a, &self.spec, self.conj, dal, one)?;
         }
+        t.check_output(be, "c_dot", &dc, &[c, a])?;
         self.apply(be, c, a)?;
         Ok(dc)
     }
@@ -164,10 +165,15 @@ impl<B: Backend> TracePullback<B> {
     ///
     /// # Errors
     /// `c_bar` not matching C (`"c_bar"`); backend errors.
+    /// [`crate::Error::NonFinite`] for a cotangent that is not finite although `c_bar` and
+    /// what the pullback read are ([`crate::finite`]).
     pub fn pullback(&self, c_bar: &B::Tensor) -> Result<Cotangents<B>> {
         let mut g = Cotangents::default();
         self.accumulate(c_bar, &mut g)?;
-        Ok(g)
+        g.checked(
+            &self.backend,
+            &[Some(c_bar), self.a.as_ref(), self.c_old.as_ref()],
+        )
     }
 
     /// Adds the cotangents of the active inputs into `into`.

@@ -575,3 +575,40 @@ fn errors_of_the_solver_and_of_the_maps_propagate() {
         Err(Error::InvalidArgument { .. })
     ));
 }
+
+// ------------------------------------------------------------------ finite-output policy
+
+/// `c = a·y − x` with `a = 1e-300`: `y = x/a` is finite for small `x`, but a tangent or
+/// cotangent of 1e10 gives `1e310`. Before the finite-output policy both came back as
+/// `Ok([inf])`.
+#[test]
+fn overflowing_tangents_and_cotangents_are_typed_errors() {
+    const A: f64 = 1e-300;
+    let solve = |x: &[HostTensor], _: &()| -> Result<(HostTensor, ())> {
+        Ok((t64(&[1], vec![data::<f64>(&x[0])[0] / A]), ()))
+    };
+    let maps = |_: &P| -> Result<DenseMaps<f64>> {
+        DenseMaps::from_host(&t64(&[1, 1], vec![A]), &t64(&[1, 1], vec![-1.0]))
+    };
+    let f = ImplicitFunction::new(solve, maps);
+    let x = vec![t64(&[1], vec![1e-10])];
+    let (lin, ()) = f.linearize(&x, &()).unwrap();
+    assert!((data::<f64>(lin.y())[0] - 1e290).abs() < 1e276);
+    // in range: right values
+    let dy = lin.jvp(&[t64(&[1], vec![1e-10])]).unwrap();
+    assert!((data::<f64>(&dy)[0] - 1e290).abs() < 1e276);
+    // out of range: typed errors naming the output
+    let e = lin.jvp(&[t64(&[1], vec![1e10])]).unwrap_err();
+    assert!(
+        matches!(&e, Error::NonFinite { arg, .. } if arg == "dy[0]"),
+        "{e}"
+    );
+    let e = lin.vjp(&t64(&[1], vec![1e10])).unwrap_err();
+    assert!(
+        matches!(&e, Error::NonFinite { arg, .. } if arg == "x_bar[0][0]"),
+        "{e}"
+    );
+    // a non-finite tangent given propagates (IEEE), it is not an overflow
+    let dy = lin.jvp(&[t64(&[1], vec![f64::INFINITY])]).unwrap();
+    assert!(data::<f64>(&dy)[0].is_infinite());
+}

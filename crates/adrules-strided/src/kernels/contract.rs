@@ -18,6 +18,8 @@
 //! per-dtype [`PARALLEL_FLOPS`] and on the calling thread below; batches of many small slices
 //! are spread over the rayon pool instead, when all of them together are worth a fork.
 
+use std::borrow::Cow;
+
 use smallvec::SmallVec;
 
 use adrules_core::scalar::Promote;
@@ -32,6 +34,7 @@ use crate::layout::{Strides, for_each_offset};
 use crate::view::{StridedView, StridedViewMut};
 
 mod batched;
+mod dots;
 use batched::contract_batched;
 
 /// `m·n·k` from which GEMM runs on the rayon pool, per element type (f32, f64, Complex32,
@@ -89,12 +92,18 @@ struct Ax {
     c_axis: usize,
 }
 
-type Group = SmallVec<[Ax; 8]>;
+type Group = SmallVec<[Ax; 4]>;
 
 /// The group sorted by the strides in operand `which`, outermost first.
 fn sorted(g: &Group, which: usize) -> Group {
-    let mut g = g.clone();
-    g.sort_by_key(|ax| std::cmp::Reverse(ax.s[which].unsigned_abs()));
+    sort_in_place(g.clone(), which)
+}
+
+/// [`sorted`], reusing the group's storage.
+fn sort_in_place(mut g: Group, which: usize) -> Group {
+    if g.len() > 1 {
+        g.sort_by_key(|ax| std::cmp::Reverse(ax.s[which].unsigned_abs()));
+    }
     g
 }
 
@@ -215,35 +224,52 @@ fn operand<T: Element, TC: Element>(
     })
 }
 
+/// The two orders of a group, outermost first by the strides of operand `first` and then of
+/// the other (`(key, group)` pairs); a group of at most one axis has a single order, borrowed.
+fn orders(g: &Group, first: usize) -> SmallVec<[(usize, Cow<'_, Group>); 2]> {
+    let mut v = SmallVec::new();
+    if g.len() <= 1 {
+        v.push((first, Cow::Borrowed(g)));
+    } else {
+        v.push((first, Cow::Owned(sorted(g, first))));
+        v.push((1 - first, Cow::Owned(sorted(g, 1 - first))));
+    }
+    v
+}
+
 /// The axis orders (M, N, K) that copy the fewest elements, and that number: an operand is
 /// copied when it is not a matrix in those orders or its dtype differs from C's (`same_*`
 /// false); C goes through a temporary when it is not a matrix. Ties keep C's own order.
+/// The orders are returned as the operand slot each group is [`sorted`] by.
 fn plan(
     m_axes: &Group,
     n_axes: &Group,
     k_axes: &Group,
     same_a: bool,
     same_b: bool,
-) -> (usize, [Group; 3]) {
+) -> (usize, [usize; 3]) {
     let (m, n, k) = (count(m_axes), count(n_axes), count(k_axes));
-    let mut best: Option<(usize, [Group; 3])> = None;
-    for mo in [1, 0] {
-        for no in [1, 0] {
-            for ko in [0, 1] {
-                let (ms, ns, ks) = (sorted(m_axes, mo), sorted(n_axes, no), sorted(k_axes, ko));
-                let copy_a = !(same_a && matrix(&ms, 0, &ks, 0).is_some());
-                let copy_b = !(same_b && matrix(&ks, 1, &ns, 0).is_some());
-                let copy_c = matrix(&ms, 1, &ns, 1).is_none();
+    let (mos, nos, kos) = (orders(m_axes, 1), orders(n_axes, 1), orders(k_axes, 0));
+    let mut best: Option<(usize, [usize; 3])> = None;
+    for (km, ms) in &mos {
+        for (kn, ns) in &nos {
+            for (kk, ks) in &kos {
+                let copy_a = !(same_a && matrix(ms, 0, ks, 0).is_some());
+                let copy_b = !(same_b && matrix(ks, 1, ns, 0).is_some());
+                let copy_c = matrix(ms, 1, ns, 1).is_none();
                 let cost = usize::from(copy_a) * m * k
                     + usize::from(copy_b) * k * n
                     + usize::from(copy_c) * m * n;
-                if best.as_ref().is_none_or(|(c0, _)| cost < *c0) {
-                    best = Some((cost, [ms, ns, ks]));
+                if best.is_none_or(|(c0, _)| cost < c0) {
+                    best = Some((cost, [*km, *kn, *kk]));
+                    if cost == 0 {
+                        return (0, [*km, *kn, *kk]);
+                    }
                 }
             }
         }
     }
-    best.unwrap_or_else(|| (0, [Group::new(), Group::new(), Group::new()]))
+    best.unwrap_or((0, [1, 1, 0]))
 }
 
 /// Smallest GEMM (`m·n·k`) worth a call of its own in a batch.
@@ -282,7 +308,7 @@ fn batched(
             } else {
                 (m_axes, &rest)
             };
-            let (cost, groups) = plan(m, n, k_axes, true, true);
+            let (cost, [km, kn, kk]) = plan(m, n, k_axes, true, true);
             if cost == 0
                 && total / ax.n >= BATCH_MIN_FLOPS
                 && best.as_ref().is_none_or(|b| ax.n < b.n)
@@ -292,7 +318,7 @@ fn batched(
                     stride_ab: ax.s[0],
                     in_a,
                     stride_c: ax.s[1],
-                    groups,
+                    groups: [sorted(m, km), sorted(n, kn), sorted(k_axes, kk)],
                 });
             }
         }
@@ -412,6 +438,53 @@ where
     contract_impl(c, a, b, spec, conj_a, conj_b, alpha, beta)
 }
 
+/// A contraction whose open axes all have extent 1 (Hadamard products, row-wise dots, inner
+/// products): [`dots::dots`] on the batch and contracted axes, no GEMM.
+#[allow(clippy::too_many_arguments)]
+fn no_open_axes<TA: Element, TB: Element, TC: Element>(
+    c: &mut StridedViewMut<'_, TC>,
+    a: &StridedView<'_, TA>,
+    b: &StridedView<'_, TB>,
+    spec: &ContractSpec,
+    conj_a: Conj,
+    conj_b: Conj,
+    alpha: TC,
+    beta: TC,
+) -> Result<()> {
+    let nl = spec.num_batch();
+    let ip = spec.perm_ab().inverse();
+    let pick = |x: &[usize], axes: &[usize]| -> Dims { axes.iter().map(|&i| x[i]).collect() };
+    let picks = |x: &[isize], axes: &[usize]| -> Strides { axes.iter().map(|&i| x[i]).collect() };
+    let batch = pick(a.dims(), spec.batch_a());
+    let (la, lb, lc) = (
+        picks(a.strides(), spec.batch_a()),
+        picks(b.strides(), spec.batch_b()),
+        picks(c.strides(), &ip.as_slice()[..nl]),
+    );
+    let k = pick(a.dims(), spec.contr_a());
+    let (ka, kb) = (
+        picks(a.strides(), spec.contr_a()),
+        picks(b.strides(), spec.contr_b()),
+    );
+    // SAFETY: every multi-index of the batch and contracted axes is one of the views' own
+    // shapes under their strides (the open axes have extent 1, offset 0); C's elements are
+    // distinct per batch index, C is exclusively borrowed and disjoint from A and B (checked
+    // by the backend).
+    unsafe {
+        dots::dots(
+            c.as_mut_ptr(),
+            a.as_ptr(),
+            b.as_ptr(),
+            (&batch, [&la, &lb, &lc]),
+            (&k, [&ka, &kb]),
+            (conj_a, conj_b),
+            alpha,
+            beta,
+        )
+    };
+    Ok(())
+}
+
 /// [`contract`] without the promotion bounds (the backend checks dtypes at run time).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn contract_impl<TA: Element, TB: Element, TC: Element>(
@@ -427,6 +500,10 @@ pub(crate) fn contract_impl<TA: Element, TB: Element, TC: Element>(
     spec.check(a.dims(), b.dims(), c.dims())?;
     if c.is_empty() {
         return Ok(());
+    }
+    let open = |x: &[usize], axes: &[usize]| axes.iter().map(|&i| x[i]).product::<usize>();
+    if open(a.dims(), spec.open_a()) == 1 && open(b.dims(), spec.open_b()) == 1 {
+        return no_open_axes(c, a, b, spec, conj_a, conj_b, alpha, beta);
     }
     if spec.num_batch() > 0 {
         return contract_batched(c, a, b, spec, conj_a, conj_b, alpha, beta);
@@ -486,7 +563,7 @@ pub(crate) fn contract_impl<TA: Element, TB: Element, TC: Element>(
 
     let same_a = TA::DTYPE == TC::DTYPE;
     let same_b = TB::DTYPE == TC::DTYPE;
-    let (cost, [ms, ns, ks]) = plan(&m_axes, &n_axes, &k_axes, same_a, same_b);
+    let (cost, [km, kn, kk]) = plan(&m_axes, &n_axes, &k_axes, same_a, same_b);
     let batch = (cost > 0)
         .then(|| batched(&m_axes, &n_axes, &k_axes, same_a, same_b))
         .flatten();
@@ -506,6 +583,11 @@ pub(crate) fn contract_impl<TA: Element, TB: Element, TC: Element>(
         };
         return Ok(());
     }
+    let (ms, ns, ks) = (
+        sort_in_place(m_axes, km),
+        sort_in_place(n_axes, kn),
+        sort_in_place(k_axes, kk),
+    );
     // Where GEMM writes: C itself when it is a matrix, else a temporary laid out like C.
     let c_direct = matrix(&ms, 1, &ns, 1);
     let (sm, sn, tmp_strides) = dense(&ms, &ns, !fastest_in(&ns, 1, &ms, 1));

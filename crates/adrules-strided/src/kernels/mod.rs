@@ -31,5 +31,5 @@ pub use trace::{add_to_diagonal, trace};
 
 pub(crate) use add::{add_impl, copy_to_vec};
 pub(crate) use contract::contract_impl;
-pub(crate) use reduce::inner_impl;
+pub(crate) use reduce::{all_finite_impl, inner_impl};
 pub(crate) use trace::trace_impl;

@@ -180,3 +180,22 @@ pub(crate) fn inner_impl<TX: crate::Element, TY: crate::Element, TW: crate::Elem
         )
     })
 }
+
+/// `true` when every element of `x` is finite: `Σ_i (x_i − x_i)` is 0 exactly when no element
+/// is NaN or ±∞ (a finite difference is an exact zero, so nothing can overflow), and NaN
+/// otherwise. One vectorized pass ([`fold`]).
+pub(crate) fn all_finite_impl<T: crate::Element>(x: &crate::StridedView<'_, T>) -> bool {
+    // SAFETY: the view is valid for reads (read twice, as both sides of the fold, so the
+    // closure's `a − b` is `x_i − x_i`).
+    let s: T = unsafe {
+        fold(
+            x.dims(),
+            x.as_ptr(),
+            x.strides(),
+            x.as_ptr(),
+            x.strides(),
+            |a: T, b: T| a - b,
+        )
+    };
+    s == T::zero()
+}

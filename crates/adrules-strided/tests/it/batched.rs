@@ -90,3 +90,33 @@ fn large_slices_run_as_gemms_and_match_reference() {
         check("ibj", "bjk", "kbi", &[9, 2, 8], &[2, 8, 9], dtype, 6);
     }
 }
+
+/// Contractions without open axes (the element-wise and dot kernels, no GEMM): Hadamard
+/// products, row-wise dots with the contracted axis inner or outer, inner products, extent-1
+/// open axes, empty index spaces and empty sums, and sizes split over two threads.
+#[test]
+fn contractions_without_open_axes_match_reference() {
+    let two = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    for dtype in [DType::F64, DType::C64, DType::F32, DType::C32] {
+        check("ij", "ij", "ij", &[37, 29], &[37, 29], dtype, 11);
+        check("bi", "bi", "b", &[3, 1003], &[3, 1003], dtype, 12);
+        check("ib", "ib", "b", &[7, 13], &[7, 13], dtype, 13);
+        check("ij", "ij", "", &[6, 11], &[6, 11], dtype, 14);
+        check("ij", "ji", "", &[6, 11], &[11, 6], dtype, 15);
+        check("abc", "abc", "ac", &[3, 5, 4], &[3, 5, 4], dtype, 16);
+        check("iaj", "ibj", "ibaj", &[4, 1, 5], &[4, 1, 5], dtype, 17);
+        check("bkl", "blk", "b", &[3, 4, 5], &[3, 5, 4], dtype, 18);
+        check("ij", "ij", "ij", &[0, 3], &[0, 3], dtype, 19);
+        check("bi", "bi", "b", &[4, 0], &[4, 0], dtype, 20);
+    }
+    two.install(|| {
+        for dtype in [DType::F64, DType::C64] {
+            check("ij", "ij", "ji", &[400, 400], &[400, 400], dtype, 21);
+            check("bi", "bi", "b", &[300, 500], &[300, 500], dtype, 22);
+            check("ib", "ib", "b", &[500, 300], &[500, 300], dtype, 23);
+        }
+    });
+}

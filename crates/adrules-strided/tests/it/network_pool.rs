@@ -111,3 +111,46 @@ fn pooled_gradients_equal_heap_gradients_bit_for_bit() {
     let stats = pool.stats();
     assert_eq!(stats.deferred_buffers, 0, "{stats:?}");
 }
+
+/// A training-style loop inside the pool's scope (forward pass recording the pullback, then
+/// the pullback, results and pullback dropped rather than freed) reaches a steady state: after the
+/// first iteration every buffer comes from the pool. Before the temporaries dropped inside
+/// a pool scope went back to the pool, each iteration took fresh buffers for them from the
+/// system (the pooled gradient was 1.2–1.3× slower than the heap allocator's).
+#[test]
+fn a_gradient_loop_in_the_pool_scope_reaches_a_steady_state() {
+    let be = Strided;
+    let (plan, xs, cbar) = six_tensor_network();
+    let xs: Vec<Tensor> = xs.into_iter().map(|x| be.from_host(x).unwrap()).collect();
+    let refs: Vec<&Tensor> = xs.iter().collect();
+    let cbar = be.from_host(cbar).unwrap();
+    let pool = BufferPool::new();
+    let (c0, g0) = gradients(&HeapAllocator, |_, _| {});
+    let iteration = || {
+        pool.scope(|| {
+            let (c, pullback) = plan.rrule_with(&be, &pool, &refs, &[true; 6]).unwrap();
+            let grads = pullback.pullback(&cbar).unwrap();
+            let host: Vec<HostTensor> = grads
+                .into_iter()
+                .map(|g| g.unwrap().to_host().unwrap())
+                .collect();
+            (c.to_host().unwrap(), host)
+        })
+    };
+    iteration();
+    let warm = pool.stats();
+    for _ in 0..5 {
+        let (c, g) = iteration();
+        assert_eq!(
+            (c, g),
+            (c0.clone(), g0.clone()),
+            "recycling changed a value"
+        );
+    }
+    let stats = pool.stats();
+    assert_eq!(
+        stats.fresh, warm.fresh,
+        "fresh buffers after the first iteration: {warm:?} → {stats:?}"
+    );
+    assert!(stats.reused > warm.reused, "{stats:?}");
+}

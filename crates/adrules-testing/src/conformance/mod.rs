@@ -44,6 +44,8 @@
 //! - [`linalg`] — [`decomposition_rules`](linalg::decomposition_rules) (SVD, truncated SVD,
 //!   QR and eigh: reconstruction, agreement with the reference backend, adjoint identity,
 //!   the gauge error);
+//! - [`finite`] — [`finite_output_policy`](finite::finite_output_policy) (`all_finite`, and
+//!   overflows from finite inputs as typed errors naming the output; NaN inputs propagate);
 //! - [`implicit`] — [`fixed_point_rules`](implicit::fixed_point_rules) (a linear fixed point
 //!   as [`NetworkConditions`](adrules_core::implicit::NetworkConditions) on the backend,
 //!   against its closed form).
@@ -88,6 +90,7 @@ mod case;
 pub mod add;
 pub mod contract;
 pub mod einsum;
+pub mod finite;
 pub mod general;
 pub mod implicit;
 pub mod linalg;
@@ -133,7 +136,7 @@ impl Config {
 /// `multi_dot_oracle_as_network`, `einsum_oracle`, `implicit_linear_fixed_point`,
 /// `primitive_second_order`, `network_hvp_on_random_networks`, `multi_dot_oracle_hvp`,
 /// `decomposition_rules`, `general_traces_and_adjoints`, `batched_contractions`,
-/// `rules_on_general_patterns`.
+/// `rules_on_general_patterns`, `finite_output_policy`.
 #[macro_export]
 macro_rules! conformance_suite {
     ($be:expr $(,)?) => {
@@ -215,6 +218,10 @@ macro_rules! conformance_suite {
         #[test]
         fn batched_contractions() {
             $crate::conformance::general::batched_contractions(&$be, &$cfg);
+        }
+        #[test]
+        fn finite_output_policy() {
+            $crate::conformance::finite::finite_output_policy(&$be, &$cfg);
         }
     };
 }
