@@ -185,6 +185,13 @@ pub(crate) fn inner_impl<TX: crate::Element, TY: crate::Element, TW: crate::Elem
 /// is NaN or ±∞ (a finite difference is an exact zero, so nothing can overflow), and NaN
 /// otherwise. One vectorized pass ([`fold`]).
 pub(crate) fn all_finite_impl<T: crate::Element>(x: &crate::StridedView<'_, T>) -> bool {
+    let n: usize = x.dims().iter().product();
+    if n <= 4096 && x.strides() == crate::layout::row_major_strides(x.dims()).as_slice() {
+        // small and dense: one plain loop, without the engine's normalisation
+        // SAFETY: a dense row-major view holds `n` consecutive elements from its pointer.
+        let v = unsafe { std::slice::from_raw_parts(x.as_ptr(), n) };
+        return v.iter().all(|&a| adrules_core::Scalar::is_finite(a));
+    }
     // SAFETY: the view is valid for reads (read twice, as both sides of the fold, so the
     // closure's `a − b` is `x_i − x_i`).
     let s: T = unsafe {
