@@ -438,6 +438,22 @@ where
     contract_impl(c, a, b, spec, conj_a, conj_b, alpha, beta)
 }
 
+/// The entries of `x` at `axes` (the extents of a group of axes).
+fn pick(x: &[usize], axes: &[usize]) -> Dims {
+    axes.iter().map(|&i| x[i]).collect()
+}
+
+/// The strides of `x` at `axes`.
+fn picks(x: &[isize], axes: &[usize]) -> Strides {
+    axes.iter().map(|&i| x[i]).collect()
+}
+
+/// C's axes that hold the batch labels, in the spec's batch order.
+fn c_batch_axes(spec: &ContractSpec) -> Axes {
+    let ip = spec.perm_ab().inverse();
+    ip.as_slice()[..spec.num_batch()].iter().copied().collect()
+}
+
 /// A contraction whose open axes all have extent 1 (Hadamard products, row-wise dots, inner
 /// products): [`dots::dots`] on the batch and contracted axes, no GEMM.
 #[allow(clippy::too_many_arguments)]
@@ -451,15 +467,11 @@ fn no_open_axes<TA: Element, TB: Element, TC: Element>(
     alpha: TC,
     beta: TC,
 ) -> Result<()> {
-    let nl = spec.num_batch();
-    let ip = spec.perm_ab().inverse();
-    let pick = |x: &[usize], axes: &[usize]| -> Dims { axes.iter().map(|&i| x[i]).collect() };
-    let picks = |x: &[isize], axes: &[usize]| -> Strides { axes.iter().map(|&i| x[i]).collect() };
     let batch = pick(a.dims(), spec.batch_a());
     let (la, lb, lc) = (
         picks(a.strides(), spec.batch_a()),
         picks(b.strides(), spec.batch_b()),
-        picks(c.strides(), &ip.as_slice()[..nl]),
+        picks(c.strides(), &c_batch_axes(spec)),
     );
     let k = pick(a.dims(), spec.contr_a());
     let (ka, kb) = (

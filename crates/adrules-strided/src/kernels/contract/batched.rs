@@ -31,8 +31,7 @@ pub(super) fn contract_batched<TA: Element, TB: Element, TC: Element>(
     beta: TC,
 ) -> Result<()> {
     let nl = spec.num_batch();
-    let ip = spec.perm_ab().inverse();
-    let c_batch: Axes = ip.as_slice()[..nl].iter().copied().collect();
+    let c_batch = c_batch_axes(spec);
     let (rest_a, pos_a) = unbatched_axes(a.rank(), spec.batch_a());
     let (rest_b, pos_b) = unbatched_axes(b.rank(), spec.batch_b());
     let (rest_c, _) = unbatched_axes(c.rank(), &c_batch);
@@ -48,8 +47,6 @@ pub(super) fn contract_batched<TA: Element, TB: Element, TC: Element>(
         &map(spec.open_b(), &pos_b),
         &perm,
     )?;
-    let pick = |x: &[usize], axes: &[usize]| -> Dims { axes.iter().map(|&i| x[i]).collect() };
-    let picks = |x: &[isize], axes: &[usize]| -> Strides { axes.iter().map(|&i| x[i]).collect() };
     let (da, sa) = (pick(a.dims(), &rest_a), picks(a.strides(), &rest_a));
     let (db, sb) = (pick(b.dims(), &rest_b), picks(b.strides(), &rest_b));
     let (dc, sc) = (pick(c.dims(), &rest_c), picks(c.strides(), &rest_c));
