@@ -24,9 +24,11 @@
 //! - **threads**: the one-call einsum (global plan cache, process-wide buffer cache, 1 MiB
 //!   buffers in a quarter of the inputs) and a pooled execution sharing one `BufferPool`, from
 //!   8 threads at once: the single-threaded values on every thread;
-//! - **candle**: the candle adapter's `einsum` (f32, f64, CPU) on the einsum target's calls:
-//!   the same calls accepted as the core, the same values, and candle's `backward` giving the
-//!   core pullback's gradients.
+//! - **candle**, **burn**, **dfdx**: each adapter's `einsum` on the einsum target's calls
+//!   (candle: f32 and f64 on its CPU device; burn: f32 and f64 on Flex with autodiff; dfdx:
+//!   f64 with a `Vec` of operands of one rank), then the engine's own backward pass of
+//!   `Σ C ⊙ C̄`: the same calls accepted as the core, the same values, the core pullback's
+//!   gradients, the operands unchanged.
 //!
 //! Inputs are dealt to the targets by a fixed [`SCHEDULE`] (the cheap targets get more of
 //! them). A failing input is reduced by [`shrink`]: the smallest input of the same target and
@@ -43,6 +45,7 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
+mod adapters;
 mod rules;
 mod targets;
 
@@ -64,15 +67,20 @@ pub enum Target {
     Planner,
     /// the shared caches from 8 threads
     Threads,
-    /// the candle adapter
+    /// the candle adapter's einsum and candle's backward
     Candle,
+    /// the burn adapter's einsum and burn's backward
+    Burn,
+    /// the dfdx adapter's einsum and dfdx's backward
+    Dfdx,
 }
 
 /// Which target input `i` goes to: `SCHEDULE[i % SCHEDULE.len()]` indexes [`Target::ALL`].
-/// Out of 64 inputs: 24 einsum, 16 linalg, 8 sizes, 8 gradient, 4 candle, 2 planner, 2 threads.
+/// Out of 64 inputs: 22 einsum, 14 linalg, 8 sizes, 8 gradient, 2 planner, 2 threads,
+/// 3 candle, 3 burn, 2 dfdx.
 pub const SCHEDULE: [u8; 64] = {
     let mut s = [0u8; 64];
-    let counts = [24, 16, 8, 8, 2, 2, 4];
+    let counts = [22, 14, 8, 8, 2, 2, 3, 3, 2];
     let mut i = 0;
     let mut t = 0;
     while t < counts.len() {
@@ -96,7 +104,7 @@ pub const SCHEDULE: [u8; 64] = {
 
 impl Target {
     /// Every target, in the order inputs are dealt to them.
-    pub const ALL: [Target; 7] = [
+    pub const ALL: [Target; 9] = [
         Target::Einsum,
         Target::Linalg,
         Target::Sizes,
@@ -104,6 +112,8 @@ impl Target {
         Target::Planner,
         Target::Threads,
         Target::Candle,
+        Target::Burn,
+        Target::Dfdx,
     ];
 
     /// The target's name, as in reproducer files.
@@ -116,6 +126,8 @@ impl Target {
             Target::Planner => "planner",
             Target::Threads => "threads",
             Target::Candle => "candle",
+            Target::Burn => "burn",
+            Target::Dfdx => "dfdx",
         }
     }
 
@@ -133,7 +145,9 @@ impl Target {
             Target::Gradient => rules::gradient(seed),
             Target::Planner => rules::planner(seed),
             Target::Threads => rules::threads(seed),
-            Target::Candle => rules::candle(seed),
+            Target::Candle => adapters::candle(seed),
+            Target::Burn => adapters::burn(seed),
+            Target::Dfdx => adapters::dfdx(seed),
         }
     }
 
@@ -144,6 +158,10 @@ impl Target {
             Target::Linalg => targets::linalg_size(seed),
             Target::Sizes => targets::sizes_size(seed),
             _ => {
+                let seed = match self {
+                    Target::Dfdx => adapters::dfdx_seed(seed).unwrap_or(seed),
+                    _ => seed,
+                };
                 let (s, shapes) = adrules_testing::fuzz::einsum_case(seed);
                 s.len()
                     + shapes
@@ -193,7 +211,7 @@ pub enum Budget {
 #[derive(Clone, Debug, Default)]
 pub struct Report {
     /// inputs run, per target (in the order of [`Target::ALL`])
-    pub inputs: [u64; 7],
+    pub inputs: [u64; 9],
     /// inputs that panicked
     pub panics: u64,
     /// inputs slower than [`HANG_SECONDS`]
@@ -359,23 +377,48 @@ pub fn parse_reproducers(text: &str) -> Result<Vec<(Target, u64)>, String> {
 /// none is smaller). The inputs are derived from seeds, so this is a search, not a structural
 /// shrink: the reduced input is another input that fails the same way.
 pub fn shrink(target: Target, seed: u64, finding: &Finding, tries: u64) -> (u64, Finding) {
+    shrink_with(
+        |s| target.size(s),
+        |s| run_one(target, s),
+        seed,
+        finding,
+        tries,
+    )
+}
+
+/// [`shrink`] for any sized, checked input family: `size(s)` orders the inputs, `check(s)`
+/// runs the input of seed `s`. Only inputs smaller than the best so far are run; the seeds
+/// tried are a fixed sequence derived from `seed` (the same for every call with that seed).
+pub fn shrink_with(
+    size: impl Fn(u64) -> usize,
+    check: impl Fn(u64) -> Result<(), Finding>,
+    seed: u64,
+    finding: &Finding,
+    tries: u64,
+) -> (u64, Finding) {
     let kind = std::mem::discriminant(finding);
-    let (mut best, mut best_size, mut best_finding) = (seed, target.size(seed), finding.clone());
-    let mut x = seed ^ 0x5851_f42d_4c95_7f2d;
-    for _ in 0..tries {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let s = x >> 1;
-        let size = target.size(s);
-        if size >= best_size {
+    let (mut best, mut best_size, mut best_finding) = (seed, size(seed), finding.clone());
+    for s in related_seeds(seed).take(tries as usize) {
+        let n = size(s);
+        if n >= best_size {
             continue;
         }
-        if let Err(f) = run_one(target, s)
+        if let Err(f) = check(s)
             && std::mem::discriminant(&f) == kind
         {
-            (best, best_size, best_finding) = (s, size, f);
+            (best, best_size, best_finding) = (s, n, f);
         }
     }
     (best, best_finding)
+}
+
+/// The seeds [`shrink`] searches from `seed` (a linear congruential sequence).
+pub fn related_seeds(seed: u64) -> impl Iterator<Item = u64> {
+    let mut x = seed ^ 0x5851_f42d_4c95_7f2d;
+    std::iter::repeat_with(move || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        x >> 1
+    })
 }

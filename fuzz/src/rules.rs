@@ -1,6 +1,5 @@
 //! The fuzz targets of the rules around the kernels: network gradients against finite
-//! differences, the planner's optimizers under budgets, the shared caches from 8 threads, and
-//! the candle adapter's einsum and backward.
+//! differences, the planner's optimizers under budgets, and the shared caches from 8 threads.
 
 use std::time::{Duration, Instant};
 
@@ -259,103 +258,6 @@ pub(crate) fn threads(seed: u64) -> Result<(), Finding> {
     }
     for (x, h) in xs.iter().zip(&hosts) {
         if Strided.to_host(x).ok().as_ref() != Some(h) {
-            return Err(Finding::Mutated(format!("{case}: an operand changed")));
-        }
-    }
-    Ok(())
-}
-
-/// The candle adapter's `einsum` (f32 and f64, candle's CPU device) on the call of `seed`:
-/// the same calls accepted as the strided backend, the same values, and the gradients of
-/// `Σ C̄ ⊙ einsum(…)` by candle's `backward` equal to the core's network pullback.
-pub(crate) fn candle(seed: u64) -> Result<(), Finding> {
-    use adrules::candle::candle_core::{Device, Tensor as CTensor, Var};
-    let dtype = if (seed / 5).is_multiple_of(2) {
-        DType::F64
-    } else {
-        DType::F32
-    };
-    let (s, shapes) = einsum_case(seed);
-    let mut rng = Rng::seed(seed ^ 0xca9d);
-    let hosts: Vec<HostTensor> = shapes.iter().map(|d| rng.tensor(d, dtype)).collect();
-    let values =
-        |h: &HostTensor| -> Vec<f64> { h.data().to_c64_vec().iter().map(|z| z.re).collect() };
-    let cdt = adrules::candle::candle_dtype(dtype).map_err(|e| wrong(e.to_string()))?;
-    let vars: Vec<Var> = hosts
-        .iter()
-        .map(|h| {
-            CTensor::from_vec(values(h), h.dims(), &Device::Cpu)
-                .and_then(|t| t.to_dtype(cdt))
-                .and_then(|t| Var::from_tensor(&t))
-        })
-        .collect::<Result<_, _>>()
-        .map_err(|e| wrong(format!("candle tensor: {e}")))?;
-    let tensors: Vec<&CTensor> = vars.iter().map(|v| v.as_tensor()).collect();
-    let case = format!("{s:?} {shapes:?} {dtype}");
-    let ours = adrules::candle::einsum(&s, &tensors);
-    let strided: Vec<Tensor> = hosts
-        .iter()
-        .map(|h| Strided.from_host(h.clone()).expect("a stored dtype"))
-        .collect();
-    let srefs: Vec<&Tensor> = strided.iter().collect();
-    let plan = Network::einsum(&s).and_then(|n| NetworkPlan::new(&n, &shapes, &Order::Default));
-    let (out, plan) = match (ours, plan) {
-        (Err(_), Err(_)) => return Ok(()),
-        (Ok(_), Err(e)) => {
-            return Err(wrong(format!("{case}: candle accepted, core refused: {e}")));
-        }
-        (Err(e), Ok(_)) => return Err(wrong(format!("{case}: candle refused: {e}"))),
-        (Ok(o), Ok(p)) => (o, p),
-    };
-    let tol = Tolerance::for_dtype(dtype);
-    let to_host = |t: &CTensor| -> Result<HostTensor, Finding> {
-        let v: Vec<f64> = t
-            .to_dtype(adrules::candle::candle_core::DType::F64)
-            .and_then(|t| t.flatten_all())
-            .and_then(|t| t.to_vec1())
-            .map_err(|e| wrong(format!("{case}: {e}")))?;
-        HostTensor::new(t.dims(), HostData::F64(v))
-            .map(|h| h.to_dtype_projected(dtype))
-            .map_err(|e| wrong(format!("{case}: {e}")))
-    };
-    let (c, pb) = plan
-        .rrule(&Strided, &srefs, &vec![true; srefs.len()])
-        .map_err(|e| wrong(format!("{case}: {e}")))?;
-    let expected = c.to_host().map_err(|e| wrong(e.to_string()))?;
-    tol.check(&Value::Tensor(to_host(&out)?), &Value::Tensor(expected), &s)
-        .map_err(|e| wrong(format!("{case}: value: {e}")))?;
-    let cbar_h = rng.tensor(plan.output_dims(), dtype);
-    let cbar = CTensor::from_vec(values(&cbar_h), plan.output_dims(), &Device::Cpu)
-        .and_then(|t| t.to_dtype(cdt))
-        .map_err(|e| wrong(e.to_string()))?;
-    let loss = out
-        .mul(&cbar)
-        .and_then(|t| t.sum_all())
-        .map_err(|e| wrong(format!("{case}: {e}")))?;
-    let grads = adrules::candle::try_backward(&loss)
-        .map_err(|e| wrong(format!("{case}: backward: {e}")))?;
-    let core = pb
-        .pullback(&Strided.from_host(cbar_h).expect("a stored dtype"))
-        .map_err(|e| wrong(format!("{case}: {e}")))?;
-    for (k, (v, g)) in vars.iter().zip(core).enumerate() {
-        let expected = g.map(|g| g.to_host().expect("host"));
-        let got = grads.get(v.as_tensor()).map(to_host).transpose()?;
-        match (got, expected) {
-            (Some(a), Some(b)) => tol
-                .check(&Value::Tensor(a), &Value::Tensor(b), &s)
-                .map_err(|e| wrong(format!("{case}: gradient {k}: {e}")))?,
-            // candle skips the gradient of an operand that has no elements
-            (None, Some(b)) if b.is_empty() => {}
-            (got, _) => {
-                return Err(wrong(format!(
-                    "{case}: gradient {k}: candle {:?}",
-                    got.map(|g| g.dims().to_vec())
-                )));
-            }
-        }
-    }
-    for (v, h) in vars.iter().zip(&hosts) {
-        if to_host(v.as_tensor())? != *h {
             return Err(Finding::Mutated(format!("{case}: an operand changed")));
         }
     }

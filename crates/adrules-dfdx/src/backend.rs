@@ -45,59 +45,90 @@ pub enum Ranked<E: Unit> {
     R6(Tensor<(usize, usize, usize, usize, usize, usize), E, Cpu>),
 }
 
-/// Runs `$body` with `$t` bound to the tensor inside a [`Ranked`], whatever its rank.
+/// Runs `$body` with `$t` bound to the tensor inside a [`Ranked`](crate::Ranked), whatever
+/// its rank: `$body` is expanded once per rank 0…6, so it may call generic code with the
+/// tensor's own shape type.
+///
+/// ```
+/// use adrules_dfdx::{Ranked, with_ranked};
+/// use adrules_dfdx::dfdx::prelude::{Cpu, HasShape, Shape};
+///
+/// let x = Ranked::<f64>::from_vec(&Cpu::default(), &[2, 3], vec![0.0; 6]).unwrap();
+/// let rank = with_ranked!(&x, t => t.shape().concrete().len());
+/// assert_eq!(rank, 2);
+/// ```
+#[macro_export]
 macro_rules! with_ranked {
     ($r:expr, $t:ident => $body:expr) => {
         match $r {
-            Ranked::R0($t) => $body,
-            Ranked::R1($t) => $body,
-            Ranked::R2($t) => $body,
-            Ranked::R3($t) => $body,
-            Ranked::R4($t) => $body,
-            Ranked::R5($t) => $body,
-            Ranked::R6($t) => $body,
+            $crate::Ranked::R0($t) => $body,
+            $crate::Ranked::R1($t) => $body,
+            $crate::Ranked::R2($t) => $body,
+            $crate::Ranked::R3($t) => $body,
+            $crate::Ranked::R4($t) => $body,
+            $crate::Ranked::R5($t) => $body,
+            $crate::Ranked::R6($t) => $body,
         }
     };
 }
 
 /// Runs `$body` with the type `$S` set to the run-time-dims shape type of rank `$rank`
-/// (`$wrap` is the matching [`Ranked`] variant); `$else` for a rank above 6.
+/// (`()`, `(usize,)`, … `(usize, usize, usize, usize, usize, usize)`) and, in the form
+/// `with_rank!(rank, S, wrap => …)`, `wrap` bound to the matching [`Ranked`](crate::Ranked)
+/// variant; `$else` for a rank above 6. `$body` is expanded once per rank: the dispatch from
+/// a run-time rank onto dfdx's shape types.
+///
+/// ```
+/// use adrules_dfdx::with_rank;
+/// use adrules_dfdx::dfdx::prelude::Shape;
+///
+/// let dims = |rank: usize| with_rank!(rank, S => Some(S::NUM_DIMS), else None);
+/// assert_eq!(dims(3), Some(3));
+/// assert_eq!(dims(7), None);
+/// ```
+#[macro_export]
 macro_rules! with_rank {
+    ($rank:expr, $S:ident => $body:expr, else $other:expr) => {
+        $crate::with_rank!(@ $rank, $S, wrap, f32 => { let _ = wrap; $body }, else $other)
+    };
     ($rank:expr, $S:ident, $wrap:ident => $body:expr, else $other:expr) => {
+        $crate::with_rank!(@ $rank, $S, $wrap, _ => $body, else $other)
+    };
+    (@ $rank:expr, $S:ident, $wrap:ident, $E:ty => $body:expr, else $other:expr) => {
         match $rank {
             0 => {
                 type $S = ();
-                let $wrap = Ranked::R0;
+                let $wrap = $crate::Ranked::<$E>::R0;
                 $body
             }
             1 => {
                 type $S = (usize,);
-                let $wrap = Ranked::R1;
+                let $wrap = $crate::Ranked::<$E>::R1;
                 $body
             }
             2 => {
                 type $S = (usize, usize);
-                let $wrap = Ranked::R2;
+                let $wrap = $crate::Ranked::<$E>::R2;
                 $body
             }
             3 => {
                 type $S = (usize, usize, usize);
-                let $wrap = Ranked::R3;
+                let $wrap = $crate::Ranked::<$E>::R3;
                 $body
             }
             4 => {
                 type $S = (usize, usize, usize, usize);
-                let $wrap = Ranked::R4;
+                let $wrap = $crate::Ranked::<$E>::R4;
                 $body
             }
             5 => {
                 type $S = (usize, usize, usize, usize, usize);
-                let $wrap = Ranked::R5;
+                let $wrap = $crate::Ranked::<$E>::R5;
                 $body
             }
             6 => {
                 type $S = (usize, usize, usize, usize, usize, usize);
-                let $wrap = Ranked::R6;
+                let $wrap = $crate::Ranked::<$E>::R6;
                 $body
             }
             _ => $other,

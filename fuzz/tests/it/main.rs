@@ -44,3 +44,32 @@ fn reproducer_files_are_parsed_strictly() {
         assert!(parse_reproducers(bad).is_err(), "{bad}");
     }
 }
+
+/// `shrink_with` on a synthetic family (input `s` has size `s % 1000` and fails when its size
+/// is even): the result fails the same way, is no larger than the input, and is the smallest
+/// failing input among the seeds searched.
+#[test]
+fn shrink_returns_the_smallest_same_kind_failure_searched() {
+    use adrules_fuzz::{Finding, related_seeds, shrink_with};
+    let size = |s: u64| (s % 1000) as usize;
+    let check = |s: u64| match s % 2 {
+        0 => Err(Finding::Wrong(format!("size {}", s % 1000))),
+        _ => Ok(()),
+    };
+    let seed = 998;
+    let first = check(seed).unwrap_err();
+    let (best, finding) = shrink_with(size, check, seed, &first, 500);
+    assert!(matches!(finding, Finding::Wrong(_)), "{finding:?}");
+    assert!(check(best).is_err());
+    let smallest = related_seeds(seed)
+        .take(500)
+        .filter(|&s| check(s).is_err())
+        .map(size)
+        .min()
+        .unwrap();
+    assert_eq!(size(best), smallest.min(size(seed)));
+    assert!(size(best) < size(seed));
+    // another kind of finding is not taken as a reduction
+    let (kept, _) = shrink_with(size, check, seed, &Finding::Panic("p".into()), 500);
+    assert_eq!(kept, seed);
+}
