@@ -9,7 +9,7 @@
 //! - burn: f32 and f64, burn's Flex backend with autodiff, every call (burn has no rank-0
 //!   tensors: a rank-0 operand or output has shape `[1]`, as the adapter documents);
 //! - dfdx: f64, the `Vec` operand list (one shape type for every operand), on the first of
-//!   32 calls derived from the seed whose operands share one rank (dfdx's shape types are
+//!   32 calls related to the seed whose operands share one rank (dfdx's shape types are
 //!   compile-time: one instantiation per operand rank × output rank, 49 in all).
 
 use adrules::network::{Network, NetworkPlan, Order};
@@ -341,7 +341,16 @@ macro_rules! burn_dispatch {
 /// The burn adapter's `einsum` on Flex with autodiff, then burn's backward (through
 /// `adrules::burn::try_backward`).
 pub(crate) fn burn(seed: u64) -> Result<(), Finding> {
-    let (s, shapes) = einsum_case(seed);
+    let (s, mut shapes) = einsum_case(seed);
+    // burn has no rank-0 tensors: a rank-0 operand is passed as shape [1], which an operand
+    // with an ellipsis reads as one broadcast axis (the adapter's documented convention), so
+    // the reference is the call burn can express
+    let inputs = s.split("->").next().unwrap_or("");
+    for (d, term) in shapes.iter_mut().zip(inputs.split(',')) {
+        if d.is_empty() && term.contains("...") {
+            *d = vec![1];
+        }
+    }
     let r = Reference::new(s, shapes, seed, dtype_of(seed));
     let dt = burn_target::dtype(r.dtype);
     let Some(leaves) = r
@@ -380,7 +389,7 @@ mod dfdx_target {
     use adrules::dfdx::dfdx::prelude::{
         Cpu, HasShape, OwnedTape, Rank0, Shape, SumTo, Tensor, Trace,
     };
-    use adrules::dfdx::{DfdxBackend, DfdxTensor, Ranked, try_backward};
+    use adrules::dfdx::{DfdxBackend, DfdxTensor, try_backward};
 
     use super::*;
 
@@ -431,27 +440,20 @@ mod dfdx_target {
             operands,
         })
     }
-
-    /// The rank every operand has, if they share one.
-    pub(super) fn common(xs: &[Ranked<f64>]) -> Option<usize> {
-        let r = xs.first()?.dims().len();
-        xs.iter().all(|x| x.dims().len() == r).then_some(r)
-    }
 }
 
-/// The einsum call the dfdx target runs for `seed`: the first of 32 calls derived from it
-/// whose operands share one rank of at most 6 (`None` when none does).
+/// The einsum call the dfdx target runs for `seed`: the first of `seed` and 31 seeds derived
+/// from it ([`crate::related_seeds`]) whose operands share one rank of at most 6 (`None`
+/// when none does).
 pub(crate) fn dfdx_seed(seed: u64) -> Option<u64> {
-    let mut x = seed;
-    for _ in 0..32 {
-        let (_, shapes) = einsum_case(x);
-        let r = shapes.first().map_or(0, Vec::len);
-        if r <= 6 && shapes.iter().all(|d| d.len() == r) {
-            return Some(x);
-        }
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-    }
-    None
+    std::iter::once(seed)
+        .chain(crate::related_seeds(seed))
+        .take(32)
+        .find(|&x| {
+            let (_, shapes) = einsum_case(x);
+            let r = shapes.first().map_or(0, Vec::len);
+            r <= 6 && shapes.iter().all(|d| d.len() == r)
+        })
 }
 
 /// The dfdx adapter's `einsum` with a `Vec` of operands, then dfdx's backward (through
@@ -471,7 +473,8 @@ pub(crate) fn dfdx(seed: u64) -> Result<(), Finding> {
         .map(|h| Ranked::<f64>::from_host(&dev, h.clone()))
         .collect::<adrules::Result<Vec<_>>>()
         .map_err(|e| wrong(format!("dfdx: {}: operand: {e}", r.text)))?;
-    let rank = dfdx_target::common(&xs).expect("operands of one rank");
+    // one rank for every operand (dfdx_seed)
+    let rank = r.hosts.first().map_or(0, |h| h.dims().len());
     // a refused call plans first, whatever the output rank
     let out = r.expected.as_ref().map_or(0, |e| e.value.dims().len());
     let c_bar = r.expected.as_ref().map(|e| &e.c_bar);
