@@ -5,8 +5,13 @@
 //! - `chain n`: a connected matrix chain `M₁[-1,1] M₂[1,2] … Mₙ[n−1,−2]` (3 × 3), written with
 //!   integer labels (ncon lists, as einsum letters run out) and planned with
 //!   `Order::Optimize(Optimizer::Auto)`, the einsum default;
-//! - `mps norm 800`: ⟨ψ|ψ⟩ of a 400-site MPS (400 ket tensors (χ, d, χ) and 400 bra tensors,
-//!   χ = 16, d = 2, open boundaries) with `Optimizer::Greedy`.
+//! - `shared pair n`: `"ab,ab,…,ab->"` (both labels on every operand) and `hypergraph n`:
+//!   each operand holds two of four labels (hyperedges of degree about n/2), with the einsum
+//!   default order: planning stays near-linear however many operands share a label;
+//! - `auto NAME`: `NetworkPlan::choose_order` with `Optimizer::Auto` on the quality networks of
+//!   `adrules_testing::networks::quality_set` (lattices, random 3-regular graphs, an MPS
+//!   norm), whose costs the `planner-networks` binary prints beside opt_einsum's and
+//!   cotengra's (`benches/peers_planner.py`).
 //!
 //! Planning only (validation, the order search, lowering to steps); nothing is executed.
 
@@ -14,6 +19,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use adrules::network::{Network, NetworkPlan, Optimizer, Order};
+use adrules_testing::networks;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 
 fn scalars(n: usize) -> (Network, Vec<Vec<usize>>) {
@@ -36,29 +42,32 @@ fn chain(n: usize) -> (Network, Vec<Vec<usize>>) {
     )
 }
 
-/// ⟨ψ|ψ⟩ for an MPS of `sites` sites: ket tensors, then bra tensors (conjugate labels).
-fn mps_norm(sites: usize, chi: usize, d: usize) -> (Network, Vec<Vec<usize>>) {
-    let bond = |s: usize, layer: i64| 3 * s as i64 + layer;
-    let phys = |s: usize| 3 * s as i64 + 3;
-    let (mut idx, mut dims) = (Vec::new(), Vec::new());
-    for layer in [1, 2] {
-        for s in 0..sites {
-            let (mut ax, mut dm) = (Vec::new(), Vec::new());
-            if s > 0 {
-                ax.push(bond(s - 1, layer));
-                dm.push(chi);
-            }
-            ax.push(phys(s));
-            dm.push(d);
-            if s + 1 < sites {
-                ax.push(bond(s, layer));
-                dm.push(chi);
-            }
-            idx.push(ax);
-            dims.push(dm);
-        }
-    }
-    (Network::ncon(&idx, None).expect("valid"), dims)
+/// `n` operands `ab` (both labels on every operand, summed): the batch-label case.
+fn shared_pair(n: usize) -> (Network, Vec<Vec<usize>>) {
+    let s = format!("{}ab->", "ab,".repeat(n - 1));
+    (Network::einsum(&s).expect("valid"), vec![vec![3, 4]; n])
+}
+
+/// `n` operands, each holding two of four labels (seeded): hyperedges of degree about n/2.
+fn hypergraph(n: usize) -> (Network, Vec<Vec<usize>>) {
+    let mut state = 5u64;
+    let mut next = move || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) as usize
+    };
+    let letters = ['a', 'b', 'c', 'd'];
+    let terms: Vec<String> = (0..n)
+        .map(|_| {
+            let a = next() % 4;
+            let b = (a + 1 + next() % 3) % 4;
+            format!("{}{}", letters[a], letters[b])
+        })
+        .collect();
+    let net = Network::einsum(&format!("{}->", terms.join(","))).expect("valid");
+    (net, vec![vec![2, 2]; n])
 }
 
 fn bench(c: &mut Criterion) {
@@ -77,11 +86,26 @@ fn bench(c: &mut Criterion) {
             b.iter(|| black_box(NetworkPlan::new(&net, &dims, &auto).expect("plans")))
         });
     }
-    let (net, dims) = mps_norm(400, 16, 2);
-    let greedy = Order::Optimize(Optimizer::Greedy);
-    g.bench_function(BenchmarkId::new("mps norm", 800), |b| {
-        b.iter(|| black_box(NetworkPlan::new(&net, &dims, &greedy).expect("plans")))
-    });
+    for n in [3_000, 10_000] {
+        for (name, (net, dims)) in [
+            ("shared pair", shared_pair(n)),
+            ("hypergraph", hypergraph(n)),
+        ] {
+            g.bench_function(BenchmarkId::new(name, n), |b| {
+                b.iter(|| black_box(NetworkPlan::new(&net, &dims, &Order::Default).expect("plans")))
+            });
+        }
+    }
+    // the quality networks (costs: the `planner-networks` binary), default einsum order;
+    // the order only (the random graphs' trees exceed memory, so they are not lowered)
+    for graph in networks::quality_set() {
+        let net = Network::ncon(&graph.labels, None).expect("valid");
+        let dims = graph.shapes();
+        let auto = Order::Optimize(Optimizer::Auto);
+        g.bench_function(BenchmarkId::new("auto", &graph.name), |b| {
+            b.iter(|| black_box(NetworkPlan::choose_order(&net, &dims, &auto).expect("orders")))
+        });
+    }
     g.finish();
 }
 

@@ -163,7 +163,8 @@ pub(crate) fn planner(seed: u64) -> Result<(), Finding> {
         Optimizer::Greedy,
         Optimizer::Exhaustive,
         Optimizer::TreeSa,
-    ][rng.below(4)];
+        Optimizer::RandomGreedy,
+    ][rng.below(5)];
     let budget = Duration::from_micros(200 + rng.below(2000) as u64);
     let search = Search::new(optimizer)
         .with_budget(budget)

@@ -345,9 +345,10 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     println!("\n### Planning large networks (`NetworkPlan::new`, order search and lowering)\n");
     println!(
         "scalars = the einsum `\",,…,->\"` with `Order::Default`; chain = a connected 3 × 3 \
-         matrix chain with integer labels, `Optimizer::Auto` (the einsum default); MPS norm = \
-         ⟨ψ|ψ⟩ of 400 sites (800 tensors, χ = 16, d = 2), `Optimizer::Greedy`. Median time \
-         per plan.\n"
+         matrix chain with integer labels, `Optimizer::Auto` (the einsum default); shared \
+         pair = `\"ab,ab,…,ab->\"`; hypergraph = each operand two of four labels; auto NAME = \
+         `Optimizer::Auto` on the quality networks (their costs in the next table). Median \
+         time per plan.\n"
     );
     println!("| case | operands | plan |");
     println!("|---|---:|---:|");
@@ -361,6 +362,23 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             e.median_ns / 1e6
         );
     }
+
+    println!("\n### Contraction-order quality (multiply-adds of the chosen tree, one run)\n");
+    println!(
+        "`planner-networks`: every order on the quality networks; planning time of one run \
+         (the medians are above). Peers on the same networks: `benches/peers_planner.py`.\n"
+    );
+    let mut cmd = cargo();
+    cmd.args([
+        "run",
+        "--release",
+        "-q",
+        "-p",
+        "adrules-benches",
+        "--bin",
+        "planner-networks",
+    ]);
+    run(cmd)?;
 
     // Written by `cargo bench -p adrules-benches --features burn --bench burn_einsum` (not
     // run above: the burn feature is off by default); printed only when its estimates exist.

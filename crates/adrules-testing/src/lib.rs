@@ -15,6 +15,8 @@
 //! - [`implicit`]: finite-difference conditions, a reference source of an implicit
 //!   function's linear maps;
 //! - [`naive`]: [`naive_einsum`], a brute-force evaluator of torch's einsum grammar;
+//! - [`networks`]: the planner's benchmark networks (lattices, random regular graphs, MPS
+//!   norms) as ncon label lists;
 //! - [`fuzz`]: seeded generators of random API calls (einsum strings and shapes);
 //! - [`oracle`]: replay of independent reference gradients (JSONL oracle files);
 //! - `conformance` (feature `conformance`): the cross-backend conformance suite, split per
@@ -33,6 +35,7 @@ pub mod forwarding;
 pub mod fuzz;
 pub mod implicit;
 pub mod naive;
+pub mod networks;
 pub mod oracle;
 pub mod random;
 pub mod reference;

@@ -68,7 +68,7 @@ use crate::error::{Error, Result};
 use crate::spec::{Conj, Dims};
 
 pub use cache::PlanCache;
-pub use plan::{NetworkPlan, Step};
+pub use plan::{ChosenOrder, NetworkPlan, Step};
 pub use rules::NetworkPullback;
 pub use second::{NetworkHvp, SecondOrder};
 pub use structure::{Label, Network, Notation};

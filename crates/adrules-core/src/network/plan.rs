@@ -121,7 +121,155 @@ fn group(ax: &[usize], l: usize) -> Axes {
     (0..ax.len()).filter(|&i| ax[i] == l).collect()
 }
 
+/// Validates `dims` against `network` (one shape per operand, matching ranks, equal dimensions
+/// of paired axes) and returns the dimension of every label (0 for a label without axes).
+fn label_dims<D: AsRef<[usize]>>(network: &Network, dims: &[D]) -> Result<Vec<usize>> {
+    let mut label_dims: Vec<Option<(usize, usize, usize)>> = vec![None; network.num_labels()];
+    for (k, (d, labels)) in dims.iter().zip(network.inputs()).enumerate() {
+        let d = d.as_ref();
+        if d.len() != labels.len() {
+            return Err(Error::rank(format!("operand {k}"), labels.len(), d.len()));
+        }
+        for (axis, (&dim, &id)) in d.iter().zip(labels).enumerate() {
+            match label_dims[id] {
+                None => label_dims[id] = Some((dim, k, axis)),
+                Some((first, k0, a0)) if first != dim => {
+                    return Err(Error::shape(
+                        format!(
+                            "operand {k} (axis {axis}, label {}, paired with axis {a0} of operand {k0})",
+                            network.label(id)
+                        ),
+                        &[first],
+                        &[dim],
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    let label_dims: Vec<usize> = label_dims.iter().map(|d| d.map_or(0, |d| d.0)).collect();
+    Ok(label_dims)
+}
+
+/// A contraction order chosen for fixed shapes, before lowering: the tree, its cost and its
+/// largest intermediate ([`NetworkPlan::choose_order`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChosenOrder {
+    /// the contraction tree
+    pub tree: ContractionTree,
+    /// multiply-adds of the tree's merges (sum over merges of the product of the dimensions
+    /// of every label the merge touches; [`NetworkPlan::cost`] adds the operands' own traces),
+    /// `+∞` beyond `f64`
+    pub cost: f64,
+    /// log₂ of the number of elements of the largest intermediate (results of merges, the
+    /// network's result included)
+    pub log2_largest: f64,
+    /// whether every intermediate has at most `usize::MAX` elements (else
+    /// [`NetworkPlan::new`] refuses the tree)
+    pub fits: bool,
+}
+
+/// Cost and largest intermediate of a tree, with the label rule of the lowering.
+struct TreeStats {
+    flops: f64,
+    log2_largest: f64,
+    /// the first merge whose result has more than `usize::MAX` elements, and its log₂ size
+    overflow: Option<(usize, f64)>,
+}
+
+impl TreeStats {
+    fn of(network: &Network, label_dims: &[usize], tree: &ContractionTree) -> TreeStats {
+        let ixs = network.kept_labels();
+        let is_out = network.output_mask();
+        let mut holders = vec![0usize; label_dims.len()];
+        for ax in &ixs {
+            for &l in ax {
+                holders[l] += 1;
+            }
+        }
+        let mut labels = ixs;
+        let mut mark = vec![usize::MAX; label_dims.len()];
+        let (mut flops, mut log2_largest, mut overflow) = (0.0, f64::NEG_INFINITY, None);
+        for (m, &[a, b]) in tree.merges().iter().enumerate() {
+            let mut touched: Vec<usize> = Vec::new();
+            for &l in labels[a].iter().chain(&labels[b]) {
+                holders[l] -= 1;
+                if mark[l] != m {
+                    mark[l] = m;
+                    touched.push(l);
+                }
+            }
+            let res: Vec<usize> = touched
+                .iter()
+                .copied()
+                .filter(|&l| is_out[l] || holders[l] > 0)
+                .collect();
+            flops += size(&touched, label_dims);
+            let log2: f64 = res
+                .iter()
+                .map(|&l| (label_dims[l].max(1) as f64).log2())
+                .sum();
+            log2_largest = f64::max(log2_largest, log2);
+            let fits = res
+                .iter()
+                .try_fold(1usize, |p, &l| p.checked_mul(label_dims[l]))
+                .is_some();
+            if !fits && overflow.is_none() {
+                overflow = Some((m, log2));
+            }
+            for &l in &res {
+                holders[l] += 1;
+            }
+            labels.push(res);
+        }
+        if tree.merges().is_empty() {
+            log2_largest = labels.first().map_or(0.0, |ax| {
+                ax.iter()
+                    .map(|&l| (label_dims[l].max(1) as f64).log2())
+                    .sum()
+            });
+        }
+        TreeStats {
+            flops,
+            log2_largest,
+            overflow,
+        }
+    }
+}
+
 impl NetworkPlan {
+    /// The contraction tree that `order` chooses for operands of shapes `dims`, its cost and
+    /// its largest intermediate, without lowering it: also for trees whose intermediates
+    /// cannot be allocated (which [`NetworkPlan::new`] refuses), so that orders can be
+    /// compared and memory checked before planning.
+    ///
+    /// # Errors
+    /// As [`NetworkPlan::new`], except the refusal of intermediates beyond `usize::MAX`.
+    pub fn choose_order<D: AsRef<[usize]>>(
+        network: &Network,
+        dims: &[D],
+        order: &Order,
+    ) -> Result<ChosenOrder> {
+        if dims.len() != network.num_operands() {
+            return Err(Error::CountMismatch {
+                arg: "dims".into(),
+                expected: network.num_operands(),
+                actual: dims.len(),
+            });
+        }
+        let expanded = network.instantiate(dims)?;
+        let network = expanded.as_ref().unwrap_or(network);
+        let label_dims = label_dims(network, dims)?;
+        let tree = network.tree(&label_dims, order)?;
+        let stats = TreeStats::of(network, &label_dims, &tree);
+        Ok(ChosenOrder {
+            tree,
+            cost: stats.flops,
+            log2_largest: stats.log2_largest,
+            fits: stats.overflow.is_none(),
+        })
+    }
+
     /// Lowers `network` for operands of shapes `dims`, with the contraction tree that `order`
     /// asks for.
     ///
@@ -131,7 +279,8 @@ impl NetworkPlan {
     /// from the length of the operand's label list; [`Error::ShapeMismatch`] naming the
     /// operand, axis and label when the two axes of a contracted (or traced) label differ in
     /// dimension; the errors of [`Order`] (an invalid label order or tree, an optimizer
-    /// failure).
+    /// failure); [`Error::InvalidArgument`] (argument `"order"`) when an intermediate of the
+    /// chosen tree would hold more than `usize::MAX` elements.
     pub fn new<D: AsRef<[usize]>>(network: &Network, dims: &[D], order: &Order) -> Result<Self> {
         let n = network.num_operands();
         if dims.len() != n {
@@ -143,31 +292,20 @@ impl NetworkPlan {
         }
         let expanded = network.instantiate(dims)?;
         let network = expanded.as_ref().unwrap_or(network);
-        let mut label_dims: Vec<Option<(usize, usize, usize)>> = vec![None; network.num_labels()];
-        for (k, (d, labels)) in dims.iter().zip(network.inputs()).enumerate() {
-            let d = d.as_ref();
-            if d.len() != labels.len() {
-                return Err(Error::rank(format!("operand {k}"), labels.len(), d.len()));
-            }
-            for (axis, (&dim, &id)) in d.iter().zip(labels).enumerate() {
-                match label_dims[id] {
-                    None => label_dims[id] = Some((dim, k, axis)),
-                    Some((first, k0, a0)) if first != dim => {
-                        return Err(Error::shape(
-                            format!(
-                                "operand {k} (axis {axis}, label {}, paired with axis {a0} of operand {k0})",
-                                network.label(id)
-                            ),
-                            &[first],
-                            &[dim],
-                        ));
-                    }
-                    Some(_) => {}
-                }
-            }
-        }
-        let label_dims: Vec<usize> = label_dims.iter().map(|d| d.map_or(0, |d| d.0)).collect();
+        let label_dims = label_dims(network, dims)?;
         let tree = network.tree(&label_dims, order)?;
+        let stats = TreeStats::of(network, &label_dims, &tree);
+        if let Some((s, log2)) = stats.overflow {
+            return Err(Error::invalid(
+                "order",
+                format!(
+                    "merge {s} of the contraction tree makes an intermediate of about \
+                     2^{log2:.0} elements, more than usize::MAX: no tree this order gives can \
+                     be allocated (search longer, e.g. Optimizer::TreeSa or RandomGreedy with \
+                     a budget, and check NetworkPlan::choose_order first)"
+                ),
+            ));
+        }
         let mut steps = Vec::new();
         // labels of every value, and the flag to apply when reading it
         let mut labels: Vec<Vec<usize>> = network.inputs().iter().map(|l| l.to_vec()).collect();
@@ -245,23 +383,24 @@ impl NetworkPlan {
             conj.push(Conj::No);
         }
         let mut cost = 0.0;
-        let step_dims: Vec<Dims> = steps
-            .iter()
-            .enumerate()
-            .map(|(s, step)| {
-                let res = &labels[n + s];
-                let mut all: Vec<usize> = Vec::new();
-                for &v in step.inputs() {
-                    for &l in &labels[v] {
-                        if !all.contains(&l) {
-                            all.push(l);
-                        }
+        // labels touched by each step, marked per step: linear in the ranks
+        let mut mark = vec![usize::MAX; network.num_labels()];
+        let mut step_dims: Vec<Dims> = Vec::with_capacity(steps.len());
+        for (s, step) in steps.iter().enumerate() {
+            let res = &labels[n + s];
+            let mut all: Vec<usize> = Vec::new();
+            for &v in step.inputs() {
+                for &l in &labels[v] {
+                    if mark[l] != s {
+                        mark[l] = s;
+                        all.push(l);
                     }
                 }
-                cost += size(&all, &label_dims);
-                res.iter().map(|&l| label_dims[l]).collect()
-            })
-            .collect();
+            }
+            cost += size(&all, &label_dims);
+            let d: Dims = res.iter().map(|&l| label_dims[l]).collect();
+            step_dims.push(d);
+        }
         Ok(NetworkPlan {
             operand_dims: dims
                 .iter()

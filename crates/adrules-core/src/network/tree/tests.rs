@@ -453,3 +453,147 @@ fn optimizers_give_valid_trees() {
         assert_eq!(t.merges().len(), 5);
     }
 }
+
+/// opt_einsum 3.4.0's `greedy` (`ssa_greedy_optimize`, default cost) on the planner's quality
+/// networks (`adrules_testing::networks::quality_set`), costed by `benches/peers_planner.py`
+/// with this crate's measure (multiply-adds): an independent implementation, in Python
+/// integers.
+const OPT_EINSUM_GREEDY: [(&str, f64); 5] = [
+    ("lattice 10x10 chi=4", 49057124352.0),
+    ("lattice 8x8 chi=8", 5662801772544.0),
+    ("random 3-regular n=300 chi=4", 3.668026573661308e47),
+    ("random 3-regular n=1000 chi=2", 5.880067724644651e76),
+    ("mps norm 800 tensors chi=16", 6467840.0),
+];
+
+#[test]
+fn greedy_reproduces_opt_einsum_and_the_default_is_no_costlier() {
+    for (graph, (name, theirs)) in adrules_testing::networks::quality_set()
+        .iter()
+        .zip(OPT_EINSUM_GREEDY)
+    {
+        assert_eq!(graph.name, name);
+        let net = Network::ncon(&graph.labels, None).unwrap();
+        let ixs = net.kept_labels();
+        let mut label_dims = vec![1usize; net.num_labels()];
+        for (ax, d) in net.inputs().iter().zip(graph.shapes()) {
+            for (&l, &x) in ax.iter().zip(&d) {
+                label_dims[l] = x;
+            }
+        }
+        let dims: Vec<f64> = label_dims.iter().map(|&d| d as f64).collect();
+        let log2: Vec<f64> = dims.iter().map(|d| d.log2()).collect();
+        let t = Greedy::OPT_EINSUM.run(&ixs, net.output(), &dims);
+        let ours = tree_flops(&ixs, net.output(), &log2, &t.merges);
+        assert!(
+            (ours - theirs).abs() <= 1e-12 * theirs,
+            "{name}: opt_einsum's greedy ported gives {ours:e}, opt_einsum {theirs:e}"
+        );
+        for order in [
+            Order::Optimize(Optimizer::Greedy),
+            Order::Optimize(Optimizer::Auto),
+        ] {
+            // (some of these trees have intermediates beyond usize::MAX elements: costed
+            // without NetworkPlan, which refuses them)
+            let tree = net.tree(&label_dims, &order).unwrap();
+            let cost = tree_flops(&ixs, net.output(), &log2, tree.merges());
+            assert!(
+                cost <= theirs * (1.0 + 1e-12),
+                "{name} {order:?}: {cost:e} > {theirs:e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn random_greedy_spends_its_budget_and_keeps_the_best() {
+    use std::time::Duration;
+    let graph = adrules_testing::networks::lattice(6, 4);
+    let net = Network::ncon(&graph.labels, None).unwrap();
+    let dims = vec![4; net.num_labels()];
+    let cost = |t: &ContractionTree| {
+        crate::network::NetworkPlan::new(&net, &graph.shapes(), &Order::Tree(t.clone()))
+            .unwrap()
+            .cost()
+    };
+    let greedy = net
+        .tree(&dims, &Order::Optimize(Optimizer::Greedy))
+        .unwrap();
+    let search = Search::new(Optimizer::RandomGreedy).with_budget(Duration::from_millis(200));
+    let start = Instant::now();
+    let sampled = net.tree(&dims, &Order::Search(search)).unwrap();
+    assert!(start.elapsed() >= Duration::from_millis(200));
+    assert!(cost(&sampled) <= cost(&greedy));
+    // a zero budget: the greedy tree
+    let none = search.with_budget(Duration::ZERO);
+    assert_eq!(net.tree(&dims, &Order::Search(none)).unwrap(), greedy);
+}
+
+#[test]
+fn hyperedges_and_shared_labels_plan() {
+    // every operand holds both labels (the batch-label case): treated as open while choosing
+    let s = format!("{}ab->", "ab,".repeat(1_999));
+    let net = Network::einsum(&s).unwrap();
+    let t = net.tree(&[3, 4], &Order::Default).unwrap();
+    assert_eq!(t.merges().len(), 1_999);
+    // labels held by about half the operands each (hyperedges of degree ~1,000)
+    let mut rng = crate::network::greedy::SplitMix(5);
+    let letters = ['a', 'b', 'c', 'd'];
+    let terms: Vec<String> = (0..2_000)
+        .map(|_| {
+            let a = (rng.next() % 4) as usize;
+            let b = (a + 1 + (rng.next() % 3) as usize) % 4;
+            format!("{}{}", letters[a], letters[b])
+        })
+        .collect();
+    let net = Network::einsum(&format!("{}->", terms.join(","))).unwrap();
+    for opt in [Optimizer::Greedy, Optimizer::Auto] {
+        let t = net.tree(&[2, 3, 2, 3], &Order::Optimize(opt)).unwrap();
+        assert_eq!(t.merges().len(), 1_999);
+    }
+}
+
+#[test]
+fn intermediates_beyond_usize_are_a_typed_error() {
+    use crate::network::NetworkPlan;
+    // the outer product of 70 vectors of length 2: 2^70 elements
+    let idx: Vec<Vec<i64>> = (1..=70).map(|k| vec![-k]).collect();
+    let net = Network::ncon(&idx, None).unwrap();
+    let dims = vec![vec![2usize]; 70];
+    let err = NetworkPlan::new(&net, &dims, &Order::Default).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument { arg, reason } if arg == "order" && reason.contains("usize::MAX")),
+        "{err:?}"
+    );
+    // choose_order still gives the tree, its cost and its size
+    let chosen = NetworkPlan::choose_order(&net, &dims, &Order::Default).unwrap();
+    assert!(!chosen.fits);
+    assert_eq!(chosen.log2_largest, 70.0);
+    assert_eq!(chosen.tree.merges().len(), 69);
+    // 60 of them fit (2^60 elements): planning succeeds (nothing is allocated), and the
+    // chosen order is the plan's
+    let net = Network::ncon(&idx[..60], None).unwrap();
+    let plan = NetworkPlan::new(&net, &dims[..60], &Order::Default).unwrap();
+    let chosen = NetworkPlan::choose_order(&net, &dims[..60], &Order::Default).unwrap();
+    assert!(chosen.fits);
+    assert_eq!(&chosen.tree, plan.tree());
+    assert_eq!(chosen.cost, plan.cost());
+    assert_eq!(chosen.log2_largest, 60.0);
+    // a lattice: same tree and cost as the plan, the largest step's size
+    let graph = adrules_testing::networks::lattice(4, 3);
+    let net = Network::ncon(&graph.labels, None).unwrap();
+    let order = Order::Optimize(Optimizer::Auto);
+    let plan = NetworkPlan::new(&net, &graph.shapes(), &order).unwrap();
+    let chosen = NetworkPlan::choose_order(&net, &graph.shapes(), &order).unwrap();
+    assert_eq!(&chosen.tree, plan.tree());
+    assert_eq!(chosen.cost, plan.cost());
+    let largest = (0..plan.steps().len())
+        .map(|s| plan.step_dims(s).unwrap().iter().product::<usize>())
+        .max()
+        .unwrap();
+    assert!((chosen.log2_largest - (largest as f64).log2()).abs() < 1e-12);
+    assert!(matches!(
+        NetworkPlan::choose_order(&net, &graph.shapes()[1..], &order),
+        Err(Error::CountMismatch { .. })
+    ));
+}

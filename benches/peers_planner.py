@@ -1,0 +1,92 @@
+"""Contraction orders of opt_einsum and cotengra on the planner's quality networks.
+
+Run by hand, in a virtual environment with `pip install opt_einsum cotengra`:
+
+    cargo run --release -p adrules-benches --bin planner-networks -- /tmp/networks.json
+    python benches/peers_planner.py /tmp/networks.json [--hyper-seconds 10]
+
+Every cost is the same measure as adrules' `NetworkPlan::cost`: the sum over the tree's
+pairwise merges of the product of the dimensions of every label the merge touches
+(multiply-adds), computed here from each peer's path, so the columns compare trees, not
+cost conventions.
+"""
+
+import argparse
+import json
+import math
+import time
+
+import opt_einsum
+import cotengra
+
+
+def ssa_cost(inputs, sizes, ssa_path):
+    """Cost of an SSA path (pairs of ids; new values get ids len(inputs), ...)."""
+    values = [frozenset(x) for x in inputs]
+    count = {}
+    for v in values:
+        for l in v:
+            count[l] = count.get(l, 0) + 1
+    total = 0
+    for a, b in ssa_path:
+        la, lb = values[a], values[b]
+        touched = la | lb
+        total += math.prod(sizes[l] for l in touched)
+        for l in la:
+            count[l] -= 1
+        for l in lb:
+            count[l] -= 1
+        keep = frozenset(l for l in touched if count[l] > 0)
+        for l in keep:
+            count[l] += 1
+        values.append(keep)
+    return float(total)
+
+
+def linear_to_ssa(n, path):
+    ids = list(range(n))
+    nxt = n
+    ssa = []
+    for con in path:
+        con = sorted(con, reverse=True)
+        picked = [ids.pop(i) for i in con]
+        # a path entry may name more than two values: merge them left to right
+        acc = picked[0]
+        for other in picked[1:]:
+            ssa.append((acc, other))
+            acc = nxt
+            nxt += 1
+        if len(picked) == 1:
+            continue
+        ids.append(acc)
+    return ssa
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("networks")
+    p.add_argument("--hyper-seconds", type=float, default=10.0)
+    args = p.parse_args()
+    with open(args.networks) as f:
+        nets = json.load(f)
+    print("| network | peer | cost | planning |")
+    print("|---|---|---:|---:|")
+    for net in nets:
+        inputs = [tuple(ax) for ax in net["labels"]]
+        sizes = {l: net["dims"][l - 1] for ax in inputs for l in ax}
+        for row in net["adrules"]:
+            print(f"| {net['name']} | adrules {row['order']} | {row['cost']:.3e} | {row['seconds'] * 1e3:.1f} ms |")
+        t = time.perf_counter()
+        path = opt_einsum.paths.ssa_greedy_optimize(inputs, (), sizes)
+        dt = time.perf_counter() - t
+        print(f"| {net['name']} | opt_einsum greedy | {ssa_cost(inputs, sizes, path):.3e} | {dt * 1e3:.1f} ms |")
+        t = time.perf_counter()
+        opt = cotengra.HyperOptimizer(max_time=args.hyper_seconds, max_repeats=10**6, progbar=False, minimize="flops")
+        tree = opt.search(inputs, (), sizes)
+        dt = time.perf_counter() - t
+        path = linear_to_ssa(len(inputs), tree.get_path())
+        print(f"| {net['name']} | cotengra HyperOptimizer {args.hyper_seconds:g} s | {ssa_cost(inputs, sizes, path):.3e} | {dt:.1f} s |")
+
+
+if __name__ == "__main__":
+    main()
