@@ -20,8 +20,11 @@ import opt_einsum
 import cotengra
 
 
-def ssa_cost(inputs, sizes, ssa_path):
-    """Cost of an SSA path (pairs of ids; new values get ids len(inputs), ...)."""
+def ssa_cost(inputs, output, sizes, ssa_path):
+    """Cost of an SSA path (pairs of ids; new values get ids len(inputs), ...): a merge costs
+    the product of the dimensions of every label it touches; its result keeps the labels in
+    `output` or still held by another live value (as adrules' lowering)."""
+    output = frozenset(output)
     values = [frozenset(x) for x in inputs]
     count = {}
     for v in values:
@@ -36,30 +39,11 @@ def ssa_cost(inputs, sizes, ssa_path):
             count[l] -= 1
         for l in lb:
             count[l] -= 1
-        keep = frozenset(l for l in touched if count[l] > 0)
+        keep = frozenset(l for l in touched if l in output or count[l] > 0)
         for l in keep:
             count[l] += 1
         values.append(keep)
     return float(total)
-
-
-def linear_to_ssa(n, path):
-    ids = list(range(n))
-    nxt = n
-    ssa = []
-    for con in path:
-        con = sorted(con, reverse=True)
-        picked = [ids.pop(i) for i in con]
-        # a path entry may name more than two values: merge them left to right
-        acc = picked[0]
-        for other in picked[1:]:
-            ssa.append((acc, other))
-            acc = nxt
-            nxt += 1
-        if len(picked) == 1:
-            continue
-        ids.append(acc)
-    return ssa
 
 
 def main():
@@ -75,17 +59,20 @@ def main():
         inputs = [tuple(ax) for ax in net["labels"]]
         sizes = {l: net["dims"][l - 1] for ax in inputs for l in ax}
         for row in net["adrules"]:
-            print(f"| {net['name']} | adrules {row['order']} | {row['cost']:.3e} | {row['seconds'] * 1e3:.1f} ms |")
+            cost = "inf" if row["cost"] is None else f"{row['cost']:.3e}"
+            print(f"| {net['name']} | adrules {row['order']} | {cost} | {row['seconds'] * 1e3:.1f} ms |")
         t = time.perf_counter()
         path = opt_einsum.paths.ssa_greedy_optimize(inputs, (), sizes)
         dt = time.perf_counter() - t
-        print(f"| {net['name']} | opt_einsum greedy | {ssa_cost(inputs, sizes, path):.3e} | {dt * 1e3:.1f} ms |")
+        print(f"| {net['name']} | opt_einsum greedy | {ssa_cost(inputs, (), sizes, path):.3e} | {dt * 1e3:.1f} ms |")
         t = time.perf_counter()
         opt = cotengra.HyperOptimizer(max_time=args.hyper_seconds, max_repeats=10**6, progbar=False, minimize="flops")
         tree = opt.search(inputs, (), sizes)
         dt = time.perf_counter() - t
-        path = linear_to_ssa(len(inputs), tree.get_path())
-        print(f"| {net['name']} | cotengra HyperOptimizer {args.hyper_seconds:g} s | {ssa_cost(inputs, sizes, path):.3e} | {dt:.1f} s |")
+        cost = ssa_cost(inputs, (), sizes, tree.get_ssa_path())
+        # cotengra's own count, as a cross-check of the conversion
+        own = float(tree.contraction_cost())
+        print(f"| {net['name']} | cotengra HyperOptimizer {args.hyper_seconds:g} s | {cost:.3e} (cotengra's count {own:.3e}) | {dt:.1f} s |")
 
 
 if __name__ == "__main__":

@@ -48,10 +48,16 @@ fn main() {
                 secs * 1e3
             );
             let sep = if k + 1 < orders.len() { ", " } else { "" };
+            // JSON has no infinity: a cost beyond f64 is null
+            let cost = if chosen.cost.is_finite() {
+                format!("{:e}", chosen.cost)
+            } else {
+                "null".into()
+            };
             let _ = write!(
                 results,
-                "{{\"order\": \"{name}\", \"cost\": {:e}, \"log2_largest\": {}, \"seconds\": {secs:e}}}{sep}",
-                chosen.cost, chosen.log2_largest
+                "{{\"order\": \"{name}\", \"cost\": {cost}, \"log2_largest\": {}, \"seconds\": {secs:e}}}{sep}",
+                chosen.log2_largest
             );
         }
         let labels: Vec<String> = graph.labels.iter().map(|ax| format!("{ax:?}")).collect();

@@ -257,8 +257,9 @@ impl State<'_> {
         }
     }
 
-    /// Live values sharing a summed label with `a`, optionally only those with a larger id.
-    fn neighbours(&mut self, a: usize, only_larger: bool) -> Vec<usize> {
+    /// Live values sharing a summed label with `a`: at most [`HOLDERS_SCANNED`] other live
+    /// holders of each label.
+    fn neighbours(&mut self, a: usize) -> Vec<usize> {
         let State {
             labels,
             holders,
@@ -270,23 +271,39 @@ impl State<'_> {
         for &l in &labels[a] {
             // holder lists are cleaned lazily: a consumed value is dropped when met here
             let h = &mut holders[l];
-            let (mut i, mut live) = (0, 0);
-            while i < h.len() && live < HOLDERS_SCANNED {
+            let (mut i, mut others) = (0, 0);
+            while i < h.len() && others < HOLDERS_SCANNED {
                 let b = h[i];
                 if !alive[b] {
                     h.swap_remove(i);
                     continue;
                 }
-                live += 1;
                 i += 1;
-                if b == a || (only_larger && b < a) || seen[b] == a {
+                if b == a {
                     continue;
                 }
-                seen[b] = a;
-                out.push(b);
+                others += 1;
+                if seen[b] != a {
+                    seen[b] = a;
+                    out.push(b);
+                }
             }
         }
         out
+    }
+
+    /// Size of the open labels of `v` (the key of the outer-product phase,
+    /// opt_einsum's `size(key & output)`), as `f64` and exactly while it fits.
+    fn open_size(&self, v: usize) -> (Cost, Exact) {
+        let (mut size, mut exact) = (1.0, Some(1u128));
+        for &l in self.labels[v].iter().filter(|&&l| self.is_out[l]) {
+            size *= self.dims[l];
+            exact = exact.and_then(|e| e.checked_mul(self.dims_exact[l]));
+        }
+        let exact = exact
+            .and_then(|e| i128::try_from(e).ok())
+            .map_or(Exact::None, Exact::Small);
+        (Cost::new(size), exact)
     }
 
     /// Consumes `a` and `b` into the new value with labels `out` and size `size`.
@@ -359,11 +376,11 @@ impl Ord for Exact {
     }
 }
 
-/// Live holders of one label scanned for candidates of a value: a hyperedge held by
-/// `deg ≫ 8` values would otherwise make every pair of them a candidate (`deg²` work and heap
-/// entries; 10,000 operands sharing one summed label took minutes). With the cap a run is
-/// `O(n · 8 · labels per operand · log n)`; on networks whose labels have at most 9 holders
-/// (every graph) it changes nothing.
+/// Other live holders of one label scanned for candidates of a value (and, initially, later
+/// holders paired with each holder): a hyperedge held by `deg ≫ 8` values would otherwise
+/// make every pair of them a candidate (`deg²` work and heap entries; 10,000 operands sharing
+/// one summed label took minutes). With the cap a run is `O(n · 8 · rank · log n)`; on
+/// networks whose labels have at most 9 holders (every graph) it changes nothing.
 const HOLDERS_SCANNED: usize = 8;
 
 /// `size(r) − alpha · (size(a) + size(b))` in integers, for `alpha` 0 or 1 and sizes that fit.
@@ -474,23 +491,17 @@ impl Greedy {
                 heap.extend(best);
             }
         };
-        match self.queue {
-            Queue::All => {
-                for a in 0..n {
-                    let bs = st.neighbours(a, true);
-                    push(&mut st, &mut heap, a, &bs);
-                }
+        // initial candidates: for each summed label and each of its holders (in id order),
+        // the next holders, at most HOLDERS_SCANNED (every pair of a graph's edge); `All`
+        // queues each pair (a pair sharing several labels twice, harmlessly), `Cheapest` the
+        // cheapest per holder and label, as opt_einsum does
+        for l in 0..nl {
+            let hs = std::mem::take(&mut st.holders[l]);
+            for (i, &a) in hs.iter().enumerate().take(hs.len().saturating_sub(1)) {
+                let end = hs.len().min(i + 1 + HOLDERS_SCANNED);
+                push(&mut st, &mut heap, a, &hs[i + 1..end]);
             }
-            Queue::Cheapest => {
-                for l in 0..nl {
-                    let hs = std::mem::take(&mut st.holders[l]);
-                    for (i, &a) in hs.iter().enumerate().take(hs.len().saturating_sub(1)) {
-                        let end = hs.len().min(i + 1 + HOLDERS_SCANNED);
-                        push(&mut st, &mut heap, a, &hs[i + 1..end]);
-                    }
-                    st.holders[l] = hs;
-                }
-            }
+            st.holders[l] = hs;
         }
 
         let mut merges: Vec<[usize; 2]> = Vec::with_capacity(n.saturating_sub(1));
@@ -502,27 +513,32 @@ impl Greedy {
             let r = st.result(a, b);
             let v = st.merge(a, b, r);
             merges.push([a, b]);
-            let bs = st.neighbours(v, false);
+            let bs = st.neighbours(v);
             if !bs.is_empty() {
                 push(&mut st, &mut heap, v, &bs);
             }
         }
 
-        // disconnected parts: outer products, smallest first
-        let mut rest: BinaryHeap<Reverse<(Cost, usize)>> = (0..st.labels.len())
+        // what is left: outer products, smallest first by the size of the open labels (as
+        // opt_einsum; values left here may still share summed labels, which the merge sums)
+        let mut rest: BinaryHeap<Reverse<(Cost, Exact, usize)>> = (0..st.labels.len())
             .filter(|&v| st.alive[v])
-            .map(|v| Reverse((Cost::new(st.size[v]), v)))
+            .map(|v| {
+                let (c, e) = st.open_size(v);
+                Reverse((c, e, v))
+            })
             .collect();
         while rest.len() > 1 {
-            let (Some(Reverse((_, a))), Some(Reverse((_, b)))) = (rest.pop(), rest.pop()) else {
+            let (Some(Reverse((_, _, a))), Some(Reverse((_, _, b)))) = (rest.pop(), rest.pop())
+            else {
                 break;
             };
             let (a, b) = (a.min(b), a.max(b));
             let r = st.result(a, b);
-            let size = r.1;
             let v = st.merge(a, b, r);
             merges.push([a, b]);
-            rest.push(Reverse((Cost::new(size), v)));
+            let (c, e) = st.open_size(v);
+            rest.push(Reverse((c, e, v)));
         }
         GreedyTree { merges }
     }

@@ -41,8 +41,8 @@ impl Step {
 /// A network lowered for fixed operand shapes: validated once, executed many times.
 ///
 /// Lowering (TensorOperations' convention, 0-based): the partial traces of each operand come
-/// first ([`Step::Trace`]); then every merge of the [`ContractionTree`] is one
-/// [`Step::Contract`] over all labels its two values share. An intermediate keeps its axes in
+/// first (a [`Step`] with [`Primitive::Trace`]); then every merge of the [`ContractionTree`] is one
+/// [`Step`] with [`Primitive::Contract`] over all labels its two values share. An intermediate keeps its axes in
 /// the order `(open axes of a…, open axes of b…)`, so its contraction writes without an
 /// output permutation; the last step permutes into the output order. Contracted axes are
 /// paired in the axis order of the larger of the two values, which spares the larger one a
@@ -158,11 +158,12 @@ pub struct ChosenOrder {
     /// the contraction tree
     pub tree: ContractionTree,
     /// multiply-adds of the tree's merges (sum over merges of the product of the dimensions
-    /// of every label the merge touches; [`NetworkPlan::cost`] adds the operands' own traces),
-    /// `+∞` beyond `f64`
+    /// of every label the merge touches; [`NetworkPlan::cost`] adds the steps on single
+    /// operands: their traces, or the permutation of a one-operand network), `+∞` beyond
+    /// `f64`
     pub cost: f64,
     /// log₂ of the number of elements of the largest intermediate (results of merges, the
-    /// network's result included)
+    /// network's result included; a zero dimension counted as 1)
     pub log2_largest: f64,
     /// whether every intermediate has at most `usize::MAX` elements (else
     /// [`NetworkPlan::new`] refuses the tree)
@@ -210,10 +211,12 @@ impl TreeStats {
                 .map(|&l| (label_dims[l].max(1) as f64).log2())
                 .sum();
             log2_largest = f64::max(log2_largest, log2);
-            let fits = res
-                .iter()
-                .try_fold(1usize, |p, &l| p.checked_mul(label_dims[l]))
-                .is_some();
+            // a zero dimension makes the intermediate empty, however large the others
+            let fits = res.iter().any(|&l| label_dims[l] == 0)
+                || res
+                    .iter()
+                    .try_fold(1usize, |p, &l| p.checked_mul(label_dims[l]))
+                    .is_some();
             if !fits && overflow.is_none() {
                 overflow = Some((m, log2));
             }

@@ -7,7 +7,8 @@
 //! expressions*, JOSS 3(26), 753, 2018), implemented here in near-linear time (candidate pairs
 //! only through shared summed labels, at most 8 live holders of a hyperedge scanned, a binary heap
 //! with lazy deletion, per-label holder counts, exact integer costs) and run in four
-//! variants: opt_einsum's own, reproduced tree for tree (a test compares costs with
+//! variants: opt_einsum's own, reproduced tree for tree on networks whose labels have at most
+//! 9 holders and no repeated label sets (a test compares costs with
 //! opt_einsum 3.4.0's on lattices, random graphs and an MPS norm), and three that differ in
 //! the queue policy and cost weight. [`Optimizer::RandomGreedy`] samples randomised variants
 //! within the budget; [`Optimizer::Auto`] (the default for Einstein strings) adds a fixed
@@ -127,9 +128,10 @@ pub enum Optimizer {
     /// [`Greedy`](Optimizer::Greedy) runs and
     /// [`AUTO_SAMPLES`](Optimizer::AUTO_SAMPLES) seeded
     /// [`RandomGreedy`](Optimizer::RandomGreedy) trials (seed 0: deterministic), the tree with
-    /// the fewest flops kept. Chosen from the planner table (README): on random 3-regular
-    /// graphs the trials cut the greedy cost by 10⁵ to 10⁶, on lattices by 1.2 to 1.5×, and
-    /// planning stays below opt_einsum's greedy time on every network of the table.
+    /// the fewest flops kept. Chosen from the order-quality table of docs/PERFORMANCE.md: on
+    /// random 3-regular graphs the trials cut the greedy cost by 10⁵ to 10⁶, on lattices by
+    /// 1.2 to 1.5×, and planning takes about opt_einsum's greedy time (0.4 ms more on the two
+    /// lattices, 17 % more on a 1,000-vertex random graph, less on the others).
     #[default]
     Auto,
     /// Greedy pairwise search after opt_einsum's `greedy` (Daniel G. A. Smith and Johnnie
@@ -140,13 +142,15 @@ pub enum Optimizer {
     /// tree with the fewest flops is kept (the first on a tie): opt_einsum's own (α = 1, only
     /// each new value's cheapest pair queued, ties by the larger SSA id), so the tree is never
     /// costlier than opt_einsum's greedy on a network without repeated label sets (which
-    /// opt_einsum merges eagerly first); α = 1 with every pair queued; and α = 0 (omeco's
+    /// opt_einsum merges eagerly first) and without labels held by more than 9 operands
+    /// (beyond, candidates are capped, see below); α = 1 with every pair queued; and α = 0 (omeco's
     /// and OMEinsumContractionOrders' cost, the size of the result) with both queues.
     /// Neither queue policy dominates (the order-quality table of docs/PERFORMANCE.md). A
     /// label held by every operand is treated as open while choosing, and at most 8 live
     /// holders of a hyperedge are scanned for candidates. `O(n · r · log n)` for `n` operands
     /// of rank at most `r`; not bounded by the budget, which it does not need (10,000
-    /// operands plan in milliseconds, or 0.8 s with hyperedges of degree 5,000).
+    /// scalars plan in 8 ms; [`Auto`](Optimizer::Auto), twenty greedy runs, plans 10,000
+    /// operands with hyperedges of degree 5,000 in 0.8 s).
     Greedy,
     /// Exact dynamic programming minimising the total flop count within each connected
     /// component (omeco `ExhaustiveSearch`); components are joined by outer products from the
@@ -195,15 +199,21 @@ impl Optimizer {
 ///   an exhaustive search whose estimated work exceeds it is not started, the annealing's
 ///   schedule is shortened to fit half of it, and an annealing still running when it ends is
 ///   abandoned (its thread finishes in the background; its result is dropped) for the greedy
-///   tree. The greedy search is not timed (it is near-linear).
-/// - **seed** (default 0): the annealing's randomness. omeco 0.2.6 seeds its generator with a
-///   fixed constant and takes no seed, so a non-zero seed relabels the network (a seeded
+///   tree; [`RandomGreedy`](Optimizer::RandomGreedy) samples until it is spent. The greedy
+///   runs, [`Auto`](Optimizer::Auto)'s fixed trials included, are not timed (they are
+///   near-linear).
+/// - **seed** (default 0): the randomness of [`TreeSa`](Optimizer::TreeSa) and
+///   [`RandomGreedy`](Optimizer::RandomGreedy). omeco 0.2.6 seeds its generator with a fixed
+///   constant and takes no seed, so for TreeSA a non-zero seed relabels the network (a seeded
 ///   shuffle of the operands, which changes the annealing's trajectory but not the network);
-///   seed 0 keeps omeco's own order. The other optimizers are deterministic and ignore it.
+///   seed 0 keeps omeco's own order. The other optimizers ignore it.
 ///
-/// A search whose budget is exceeded still returns a valid tree (the best found: the greedy
-/// one), so plans for the same network, shapes and search are reproducible except when the
-/// annealing is cut off by the clock.
+/// A search whose budget is exceeded still returns a valid tree (the best found so far, at
+/// least the greedy one). Plans for the same network, shapes and search are reproducible for
+/// [`Auto`](Optimizer::Auto), [`Greedy`](Optimizer::Greedy) and
+/// [`Exhaustive`](Optimizer::Exhaustive) (its budget decision aside); not for
+/// [`RandomGreedy`](Optimizer::RandomGreedy) (how many trials fit depends on the clock) nor
+/// [`TreeSa`](Optimizer::TreeSa) (omeco's hash-map ties, and the clock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Search {
     optimizer: Optimizer,
@@ -231,12 +241,14 @@ impl Search {
     }
 
     /// The same search with time budget `budget` (see the type docs; `Duration::ZERO` asks for
-    /// the greedy tree whenever a search would take time).
+    /// the greedy tree whenever a search would take time; [`Optimizer::Auto`]'s fixed trials
+    /// still run).
     pub const fn with_budget(self, budget: Duration) -> Self {
         Search { budget, ..self }
     }
 
-    /// The same search with seed `seed` (used by [`Optimizer::TreeSa`] only).
+    /// The same search with seed `seed` (used by [`Optimizer::TreeSa`] and
+    /// [`Optimizer::RandomGreedy`]).
     pub const fn with_seed(self, seed: u64) -> Self {
         Search { seed, ..self }
     }
@@ -503,7 +515,9 @@ impl Network {
             Optimizer::RandomGreedy => {
                 let (mut best, mut flops) = greedy();
                 let mut trial = 0u64;
-                while start.elapsed() < search.budget {
+                // without candidates every trial gives the greedy tree
+                let useful = has_candidates(&ixs, self.output_mask());
+                while useful && start.elapsed() < search.budget {
                     let g = Greedy::sampled(search.seed, trial).run(&ixs, output, &dims);
                     let f = tree_flops(&ixs, output, &log2_dims, &g.merges);
                     if f < flops {
