@@ -48,25 +48,9 @@ fn shared_pair(n: usize) -> (Network, Vec<Vec<usize>>) {
     (Network::einsum(&s).expect("valid"), vec![vec![3, 4]; n])
 }
 
-/// `n` operands, each holding two of four labels (seeded): hyperedges of degree about n/2.
+/// `n` operands, each holding two of four labels (seed 5): hyperedges of degree about n/2.
 fn hypergraph(n: usize) -> (Network, Vec<Vec<usize>>) {
-    let mut state = 5u64;
-    let mut next = move || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) as usize
-    };
-    let letters = ['a', 'b', 'c', 'd'];
-    let terms: Vec<String> = (0..n)
-        .map(|_| {
-            let a = next() % 4;
-            let b = (a + 1 + next() % 3) % 4;
-            format!("{}{}", letters[a], letters[b])
-        })
-        .collect();
-    let net = Network::einsum(&format!("{}->", terms.join(","))).expect("valid");
+    let net = Network::einsum(&networks::hypergraph(n, 5)).expect("valid");
     (net, vec![vec![2, 2]; n])
 }
 

@@ -55,6 +55,34 @@ pub fn lattice(l: usize, chi: usize) -> Graph {
     Graph::from_edges(format!("lattice {l}x{l} chi={chi}"), l * l, &edges, chi)
 }
 
+/// SplitMix64 (Steele, Lea, Flood, 2014): the generators' seeded stream.
+fn splitmix(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed;
+    move || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// An Einstein string of `n` operands, each holding two distinct labels of `abcd` drawn from
+/// `seed` (hyperedges of degree about `n / 2`), with a scalar output: the bounded-planning
+/// case of the planner bench and tests.
+pub fn hypergraph(n: usize, seed: u64) -> String {
+    let mut next = splitmix(seed);
+    let letters = ['a', 'b', 'c', 'd'];
+    let terms: Vec<String> = (0..n)
+        .map(|_| {
+            let a = (next() % 4) as usize;
+            let b = (a + 1 + (next() % 3) as usize) % 4;
+            format!("{}{}", letters[a], letters[b])
+        })
+        .collect();
+    format!("{}->", terms.join(","))
+}
+
 /// A random 3-regular graph on `n` vertices (`n` even), every bond of dimension `chi`: the
 /// configuration model (3 stubs per vertex, a seeded shuffle, pairs of consecutive stubs),
 /// redrawn until it has no self-loop and no double edge (as networkx's
@@ -67,14 +95,7 @@ pub fn random_regular(n: usize, chi: usize, seed: u64) -> Graph {
         n.is_multiple_of(2) && n >= 4,
         "3-regular graphs need an even n ≥ 4"
     );
-    let mut state = seed;
-    let mut next = move || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
+    let mut next = splitmix(seed);
     loop {
         let mut stubs: Vec<usize> = (0..n).flat_map(|v| [v; 3]).collect();
         for i in (1..stubs.len()).rev() {

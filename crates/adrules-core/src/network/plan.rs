@@ -154,6 +154,7 @@ fn label_dims<D: AsRef<[usize]>>(network: &Network, dims: &[D]) -> Result<Vec<us
 /// A contraction order chosen for fixed shapes, before lowering: the tree, its cost and its
 /// largest intermediate ([`NetworkPlan::choose_order`]).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct ChosenOrder {
     /// the contraction tree
     pub tree: ContractionTree,

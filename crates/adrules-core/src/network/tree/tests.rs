@@ -537,16 +537,7 @@ fn hyperedges_and_shared_labels_plan() {
     let t = net.tree(&[3, 4], &Order::Default).unwrap();
     assert_eq!(t.merges().len(), 1_999);
     // labels held by about half the operands each (hyperedges of degree ~1,000)
-    let mut rng = crate::network::greedy::SplitMix(5);
-    let letters = ['a', 'b', 'c', 'd'];
-    let terms: Vec<String> = (0..2_000)
-        .map(|_| {
-            let a = (rng.next() % 4) as usize;
-            let b = (a + 1 + (rng.next() % 3) as usize) % 4;
-            format!("{}{}", letters[a], letters[b])
-        })
-        .collect();
-    let net = Network::einsum(&format!("{}->", terms.join(","))).unwrap();
+    let net = Network::einsum(&adrules_testing::networks::hypergraph(2_000, 5)).unwrap();
     for opt in [Optimizer::Greedy, Optimizer::Auto] {
         let t = net.tree(&[2, 3, 2, 3], &Order::Optimize(opt)).unwrap();
         assert_eq!(t.merges().len(), 1_999);
