@@ -46,6 +46,7 @@ use std::time::{Duration, Instant};
 use omeco::{
     EinCode, ExhaustiveSearch, NestedEinsum, TreeSA, optimize_exhaustive, optimize_treesa,
 };
+use rayon::prelude::*;
 
 use super::greedy::{Greedy, SplitMix, tree_flops};
 use super::structure::{Label, Network, Notation};
@@ -130,8 +131,8 @@ pub enum Optimizer {
     /// [`RandomGreedy`](Optimizer::RandomGreedy) trials (seed 0: deterministic), the tree with
     /// the fewest flops kept. Chosen from the order-quality table of docs/PERFORMANCE.md: on
     /// random 3-regular graphs the trials cut the greedy cost by 10⁵ to 10⁶, on lattices by
-    /// 1.2 to 1.5×, and planning takes about opt_einsum's greedy time (0.4 ms more on the two
-    /// lattices, 17 % more on a 1,000-vertex random graph, less on the others).
+    /// 1.2 to 1.5×, and planning, the runs spread over the rayon pool, takes less time than
+    /// opt_einsum's greedy on each network of the table (2 threads).
     #[default]
     Auto,
     /// Greedy pairwise search after opt_einsum's `greedy` (Daniel G. A. Smith and Johnnie
@@ -150,7 +151,7 @@ pub enum Optimizer {
     /// holders of a hyperedge are scanned for candidates. `O(n · r · log n)` for `n` operands
     /// of rank at most `r`; not bounded by the budget, which it does not need (10,000
     /// scalars plan in 8 ms; [`Auto`](Optimizer::Auto), twenty greedy runs, plans 10,000
-    /// operands with hyperedges of degree 5,000 in 0.8 s).
+    /// operands with hyperedges of degree 5,000 in 1.0 s).
     Greedy,
     /// Exact dynamic programming minimising the total flop count within each connected
     /// component (omeco `ExhaustiveSearch`); components are joined by outer products from the
@@ -570,6 +571,8 @@ fn has_candidates(ixs: &[Vec<usize>], is_out: Vec<bool>) -> bool {
 }
 
 /// The tree with the fewest flops of the greedy `variants` (the first on a tie), and its flops.
+/// The runs are independent and go to the rayon pool (they are deterministic, and the choice
+/// is made in the variants' order, so the result does not depend on the threads).
 fn best_greedy(
     ixs: &[Vec<usize>],
     output: &[usize],
@@ -577,10 +580,17 @@ fn best_greedy(
     log2_dims: &[f64],
     variants: impl IntoIterator<Item = Greedy>,
 ) -> (Vec<[usize; 2]>, f64) {
+    let variants: Vec<Greedy> = variants.into_iter().collect();
+    let runs: Vec<(Vec<[usize; 2]>, f64)> = variants
+        .into_par_iter()
+        .map(|g| {
+            let merges = g.run(ixs, output, dims).merges;
+            let flops = tree_flops(ixs, output, log2_dims, &merges);
+            (merges, flops)
+        })
+        .collect();
     let mut best: Option<(Vec<[usize; 2]>, f64)> = None;
-    for g in variants {
-        let merges = g.run(ixs, output, dims).merges;
-        let flops = tree_flops(ixs, output, log2_dims, &merges);
+    for (merges, flops) in runs {
         if best.as_ref().is_none_or(|(_, f)| flops < *f) {
             best = Some((merges, flops));
         }
