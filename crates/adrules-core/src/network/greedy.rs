@@ -544,65 +544,91 @@ impl Greedy {
     }
 }
 
-/// Flop count of `merges` (SSA form) over operands labelled `inputs`, with the same label
-/// rule as [`Greedy::run`]: `O(Σ ranks + merges · rank)`.
-pub(crate) fn tree_flops(
-    inputs: &[Vec<usize>],
-    output: &[usize],
-    log2_dims: &[f64],
-    merges: &[[usize; 2]],
-) -> f64 {
-    let nl = log2_dims.len();
-    let mut is_out = vec![false; nl];
-    for &l in output {
-        is_out[l] = true;
+/// Cost and largest intermediate of a tree (merges in SSA form over operands labelled
+/// `inputs`), with the label rule of [`Greedy::run`] and of the lowering: a merge's result
+/// keeps the labels in the output or still held by another live value. The one costing of
+/// trees: the planner compares orders with it, `NetworkPlan` reports and checks it.
+/// `O(Σ ranks + merges · rank)`.
+pub(crate) struct TreeStats {
+    /// multiply-adds: sum over merges of the product of the dimensions of every label touched
+    pub(crate) flops: f64,
+    /// log₂ of the element count of the largest merge result (a zero dimension counted as 1)
+    pub(crate) log2_largest: f64,
+    /// the first merge whose result has more than `usize::MAX` elements, and its log₂ size
+    pub(crate) overflow: Option<(usize, f64)>,
+}
+
+impl TreeStats {
+    pub(crate) fn of(
+        inputs: &[Vec<usize>],
+        output: &[usize],
+        label_dims: &[usize],
+        merges: &[[usize; 2]],
+    ) -> TreeStats {
+        let mut is_out = vec![false; label_dims.len()];
+        for &l in output {
+            is_out[l] = true;
+        }
+        let ixs = inputs.to_vec();
+        let mut holders = vec![0usize; label_dims.len()];
+        for ax in &ixs {
+            for &l in ax {
+                holders[l] += 1;
+            }
+        }
+        let mut labels = ixs;
+        let mut mark = vec![usize::MAX; label_dims.len()];
+        let (mut flops, mut log2_largest, mut overflow) = (0.0, f64::NEG_INFINITY, None);
+        for (m, &[a, b]) in merges.iter().enumerate() {
+            let mut touched: Vec<usize> = Vec::new();
+            for &l in labels[a].iter().chain(&labels[b]) {
+                holders[l] -= 1;
+                if mark[l] != m {
+                    mark[l] = m;
+                    touched.push(l);
+                }
+            }
+            let res: Vec<usize> = touched
+                .iter()
+                .copied()
+                .filter(|&l| is_out[l] || holders[l] > 0)
+                .collect();
+            flops += touched
+                .iter()
+                .map(|&l| label_dims[l] as f64)
+                .product::<f64>();
+            let log2: f64 = res
+                .iter()
+                .map(|&l| (label_dims[l].max(1) as f64).log2())
+                .sum();
+            log2_largest = f64::max(log2_largest, log2);
+            // a zero dimension makes the intermediate empty, however large the others
+            let fits = res.iter().any(|&l| label_dims[l] == 0)
+                || res
+                    .iter()
+                    .try_fold(1usize, |p, &l| p.checked_mul(label_dims[l]))
+                    .is_some();
+            if !fits && overflow.is_none() {
+                overflow = Some((m, log2));
+            }
+            for &l in &res {
+                holders[l] += 1;
+            }
+            labels.push(res);
+        }
+        if merges.is_empty() {
+            log2_largest = labels.first().map_or(0.0, |ax| {
+                ax.iter()
+                    .map(|&l| (label_dims[l].max(1) as f64).log2())
+                    .sum()
+            });
+        }
+        TreeStats {
+            flops,
+            log2_largest,
+            overflow,
+        }
     }
-    let mut count = vec![0usize; nl];
-    let mut labels: Vec<Vec<usize>> = inputs.to_vec();
-    for ax in inputs {
-        for &l in ax {
-            count[l] += 1;
-        }
-    }
-    let mut mark = vec![usize::MAX; nl];
-    let mut flops = 0.0;
-    for (k, &[a, b]) in merges.iter().enumerate() {
-        for &l in &labels[a] {
-            mark[l] = k;
-        }
-        let mut out = Vec::new();
-        let mut log_all = 0.0;
-        for &l in &labels[b] {
-            let held = if mark[l] == k { 2 } else { 1 };
-            if held == 2 {
-                mark[l] = usize::MAX;
-            }
-            log_all += log2_dims[l];
-            if is_out[l] || count[l] > held {
-                out.push(l);
-            }
-        }
-        for &l in &labels[a] {
-            if mark[l] != k {
-                continue;
-            }
-            log_all += log2_dims[l];
-            if is_out[l] || count[l] > 1 {
-                out.push(l);
-            }
-        }
-        flops += f64::exp2(log_all);
-        for x in [a, b] {
-            for &l in &labels[x] {
-                count[l] -= 1;
-            }
-        }
-        for &l in &out {
-            count[l] += 1;
-        }
-        labels.push(out);
-    }
-    flops
 }
 
 #[cfg(test)]

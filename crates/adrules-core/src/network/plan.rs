@@ -3,6 +3,7 @@
 
 use smallvec::SmallVec;
 
+use super::greedy::TreeStats;
 use super::structure::Network;
 use super::tree::{ContractionTree, Order};
 use crate::alloc::{Allocator, HeapAllocator, Lifetime};
@@ -151,6 +152,29 @@ fn label_dims<D: AsRef<[usize]>>(network: &Network, dims: &[D]) -> Result<Vec<us
     Ok(label_dims)
 }
 
+/// The validation and order search shared by [`NetworkPlan::new`] and
+/// [`NetworkPlan::choose_order`]: the network with its ellipses expanded (when it has some),
+/// the label dimensions, the tree and its statistics.
+fn prepare<D: AsRef<[usize]>>(
+    network: &Network,
+    dims: &[D],
+    order: &Order,
+) -> Result<(Option<Network>, Vec<usize>, ContractionTree, TreeStats)> {
+    if dims.len() != network.num_operands() {
+        return Err(Error::CountMismatch {
+            arg: "dims".into(),
+            expected: network.num_operands(),
+            actual: dims.len(),
+        });
+    }
+    let expanded = network.instantiate(dims)?;
+    let net = expanded.as_ref().unwrap_or(network);
+    let label_dims = label_dims(net, dims)?;
+    let tree = net.tree(&label_dims, order)?;
+    let stats = TreeStats::of(&net.kept_labels(), net.output(), &label_dims, tree.merges());
+    Ok((expanded, label_dims, tree, stats))
+}
+
 /// A contraction order chosen for fixed shapes, before lowering: the tree, its cost and its
 /// largest intermediate ([`NetworkPlan::choose_order`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -171,76 +195,6 @@ pub struct ChosenOrder {
     pub fits: bool,
 }
 
-/// Cost and largest intermediate of a tree, with the label rule of the lowering.
-struct TreeStats {
-    flops: f64,
-    log2_largest: f64,
-    /// the first merge whose result has more than `usize::MAX` elements, and its log₂ size
-    overflow: Option<(usize, f64)>,
-}
-
-impl TreeStats {
-    fn of(network: &Network, label_dims: &[usize], tree: &ContractionTree) -> TreeStats {
-        let ixs = network.kept_labels();
-        let is_out = network.output_mask();
-        let mut holders = vec![0usize; label_dims.len()];
-        for ax in &ixs {
-            for &l in ax {
-                holders[l] += 1;
-            }
-        }
-        let mut labels = ixs;
-        let mut mark = vec![usize::MAX; label_dims.len()];
-        let (mut flops, mut log2_largest, mut overflow) = (0.0, f64::NEG_INFINITY, None);
-        for (m, &[a, b]) in tree.merges().iter().enumerate() {
-            let mut touched: Vec<usize> = Vec::new();
-            for &l in labels[a].iter().chain(&labels[b]) {
-                holders[l] -= 1;
-                if mark[l] != m {
-                    mark[l] = m;
-                    touched.push(l);
-                }
-            }
-            let res: Vec<usize> = touched
-                .iter()
-                .copied()
-                .filter(|&l| is_out[l] || holders[l] > 0)
-                .collect();
-            flops += size(&touched, label_dims);
-            let log2: f64 = res
-                .iter()
-                .map(|&l| (label_dims[l].max(1) as f64).log2())
-                .sum();
-            log2_largest = f64::max(log2_largest, log2);
-            // a zero dimension makes the intermediate empty, however large the others
-            let fits = res.iter().any(|&l| label_dims[l] == 0)
-                || res
-                    .iter()
-                    .try_fold(1usize, |p, &l| p.checked_mul(label_dims[l]))
-                    .is_some();
-            if !fits && overflow.is_none() {
-                overflow = Some((m, log2));
-            }
-            for &l in &res {
-                holders[l] += 1;
-            }
-            labels.push(res);
-        }
-        if tree.merges().is_empty() {
-            log2_largest = labels.first().map_or(0.0, |ax| {
-                ax.iter()
-                    .map(|&l| (label_dims[l].max(1) as f64).log2())
-                    .sum()
-            });
-        }
-        TreeStats {
-            flops,
-            log2_largest,
-            overflow,
-        }
-    }
-}
-
 impl NetworkPlan {
     /// The contraction tree that `order` chooses for operands of shapes `dims`, its cost and
     /// its largest intermediate, without lowering it: also for trees whose intermediates
@@ -254,18 +208,7 @@ impl NetworkPlan {
         dims: &[D],
         order: &Order,
     ) -> Result<ChosenOrder> {
-        if dims.len() != network.num_operands() {
-            return Err(Error::CountMismatch {
-                arg: "dims".into(),
-                expected: network.num_operands(),
-                actual: dims.len(),
-            });
-        }
-        let expanded = network.instantiate(dims)?;
-        let network = expanded.as_ref().unwrap_or(network);
-        let label_dims = label_dims(network, dims)?;
-        let tree = network.tree(&label_dims, order)?;
-        let stats = TreeStats::of(network, &label_dims, &tree);
+        let (_, _, tree, stats) = prepare(network, dims, order)?;
         Ok(ChosenOrder {
             tree,
             cost: stats.flops,
@@ -287,18 +230,8 @@ impl NetworkPlan {
     /// chosen tree would hold more than `usize::MAX` elements.
     pub fn new<D: AsRef<[usize]>>(network: &Network, dims: &[D], order: &Order) -> Result<Self> {
         let n = network.num_operands();
-        if dims.len() != n {
-            return Err(Error::CountMismatch {
-                arg: "dims".into(),
-                expected: n,
-                actual: dims.len(),
-            });
-        }
-        let expanded = network.instantiate(dims)?;
+        let (expanded, label_dims, tree, stats) = prepare(network, dims, order)?;
         let network = expanded.as_ref().unwrap_or(network);
-        let label_dims = label_dims(network, dims)?;
-        let tree = network.tree(&label_dims, order)?;
-        let stats = TreeStats::of(network, &label_dims, &tree);
         if let Some((s, log2)) = stats.overflow {
             return Err(Error::invalid(
                 "order",

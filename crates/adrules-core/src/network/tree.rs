@@ -48,7 +48,7 @@ use omeco::{
 };
 use rayon::prelude::*;
 
-use super::greedy::{Greedy, SplitMix, tree_flops};
+use super::greedy::{Greedy, SplitMix, TreeStats};
 use super::structure::{Label, Network, Notation};
 use crate::error::{Error, Result};
 
@@ -492,13 +492,11 @@ impl Network {
         let start = Instant::now();
         let ixs: Vec<Vec<usize>> = self.kept_labels();
         let output = self.output();
-        // Zero-size labels make every order free; give the search finite logarithms.
-        let log2_dims: Vec<f64> = label_dims
-            .iter()
-            .map(|&d| (d.max(1) as f64).log2())
-            .collect();
-        let dims: Vec<f64> = label_dims.iter().map(|&d| d.max(1) as f64).collect();
-        let greedy = || best_greedy(&ixs, output, &dims, &log2_dims, Greedy::VARIANTS);
+        // Zero-size labels make every order free; the search costs them as 1.
+        let search_dims: Vec<usize> = label_dims.iter().map(|&d| d.max(1)).collect();
+        let dims: Vec<f64> = search_dims.iter().map(|&d| d as f64).collect();
+        let flops = |m: &[[usize; 2]]| TreeStats::of(&ixs, output, &search_dims, m).flops;
+        let greedy = || best_greedy(&ixs, output, &dims, &search_dims, Greedy::VARIANTS);
         let merges = match search.optimizer {
             Optimizer::Greedy => greedy().0,
             Optimizer::Auto if n > Optimizer::AUTO_EXHAUSTIVE_MAX => {
@@ -511,18 +509,18 @@ impl Network {
                 };
                 let sampled = (0..samples).map(|t| Greedy::sampled(0, t));
                 let variants = Greedy::VARIANTS.into_iter().chain(sampled);
-                best_greedy(&ixs, output, &dims, &log2_dims, variants).0
+                best_greedy(&ixs, output, &dims, &search_dims, variants).0
             }
             Optimizer::RandomGreedy => {
-                let (mut best, mut flops) = greedy();
+                let (mut best, mut best_flops) = greedy();
                 let mut trial = 0u64;
                 // without candidates every trial gives the greedy tree
                 let useful = has_candidates(&ixs, self.output_mask());
                 while useful && start.elapsed() < search.budget {
                     let g = Greedy::sampled(search.seed, trial).run(&ixs, output, &dims);
-                    let f = tree_flops(&ixs, output, &log2_dims, &g.merges);
-                    if f < flops {
-                        (best, flops) = (g.merges, f);
+                    let f = flops(&g.merges);
+                    if f < best_flops {
+                        (best, best_flops) = (g.merges, f);
                     }
                     trial += 1;
                 }
@@ -546,10 +544,10 @@ impl Network {
                 }
             }
             Optimizer::TreeSa => {
-                let (g, flops) = greedy();
+                let (g, g_flops) = greedy();
                 let left = search.budget.saturating_sub(start.elapsed());
                 match treesa(&ixs, output, label_dims, n, left, search.seed)? {
-                    Some(m) if tree_flops(&ixs, output, &log2_dims, &m) < flops => m,
+                    Some(m) if flops(&m) < g_flops => m,
                     _ => g,
                 }
             }
@@ -577,7 +575,7 @@ fn best_greedy(
     ixs: &[Vec<usize>],
     output: &[usize],
     dims: &[f64],
-    log2_dims: &[f64],
+    search_dims: &[usize],
     variants: impl IntoIterator<Item = Greedy>,
 ) -> (Vec<[usize; 2]>, f64) {
     let variants: Vec<Greedy> = variants.into_iter().collect();
@@ -585,7 +583,7 @@ fn best_greedy(
         .into_par_iter()
         .map(|g| {
             let merges = g.run(ixs, output, dims).merges;
-            let flops = tree_flops(ixs, output, log2_dims, &merges);
+            let flops = TreeStats::of(ixs, output, search_dims, &merges).flops;
             (merges, flops)
         })
         .collect();

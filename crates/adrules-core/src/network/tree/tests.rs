@@ -482,9 +482,8 @@ fn greedy_reproduces_opt_einsum_and_the_default_is_no_costlier() {
             }
         }
         let dims: Vec<f64> = label_dims.iter().map(|&d| d as f64).collect();
-        let log2: Vec<f64> = dims.iter().map(|d| d.log2()).collect();
         let t = Greedy::OPT_EINSUM.run(&ixs, net.output(), &dims);
-        let ours = tree_flops(&ixs, net.output(), &log2, &t.merges);
+        let ours = TreeStats::of(&ixs, net.output(), &label_dims, &t.merges).flops;
         assert!(
             (ours - theirs).abs() <= 1e-12 * theirs,
             "{name}: opt_einsum's greedy ported gives {ours:e}, opt_einsum {theirs:e}"
@@ -496,7 +495,7 @@ fn greedy_reproduces_opt_einsum_and_the_default_is_no_costlier() {
             // (some of these trees have intermediates beyond usize::MAX elements: costed
             // without NetworkPlan, which refuses them)
             let tree = net.tree(&label_dims, &order).unwrap();
-            let cost = tree_flops(&ixs, net.output(), &log2, tree.merges());
+            let cost = TreeStats::of(&ixs, net.output(), &label_dims, tree.merges()).flops;
             assert!(
                 cost <= theirs * (1.0 + 1e-12),
                 "{name} {order:?}: {cost:e} > {theirs:e}"
