@@ -133,6 +133,22 @@ pub enum Error {
         /// what is wrong, and what was expected
         reason: String,
     },
+    /// No slicing of the network keeps one slice within a memory target
+    /// ([`crate::network::SlicedPlan::new`]): what remains above the target holds only labels
+    /// that cannot be sliced (the output's, or labels of dimension 1).
+    #[error("`{arg}`: {needed:.3e} {unit} needed, the limit is {limit} {unit}: {reason}")]
+    MemoryLimit {
+        /// the argument (`"target"`)
+        arg: String,
+        /// the limit asked for
+        limit: usize,
+        /// what the best slicing found still needs (elements or bytes, as `unit`)
+        needed: f64,
+        /// `"elements"` or `"bytes"`
+        unit: String,
+        /// which value stays too large, and why it cannot be sliced further
+        reason: String,
+    },
     /// A rule given finite inputs produced a non-finite output (an overflow: the true result
     /// is beyond the range of the dtype, such as the cotangent `Ū·S⁻¹` of a matrix whose
     /// singular values are subnormal). Returned instead of the `inf` or `NaN`.

@@ -558,6 +558,52 @@ pub(crate) struct TreeStats {
     pub(crate) overflow: Option<(usize, f64)>,
 }
 
+/// Walks the merges of a tree (SSA form over operands labelled `inputs`) with the label rule
+/// of [`Greedy::run`] and of the lowering: a merge's result keeps the labels in the output
+/// or still held by another live value. Calls `visit(m, touched, result)` for merge `m` with
+/// every label it touches (each once) and the labels of its result. The one walk behind
+/// [`TreeStats`] and the slicer (`super::slice`). `O(Σ ranks + merges · rank)`.
+pub(crate) fn walk_merges(
+    inputs: &[Vec<usize>],
+    output: &[usize],
+    num_labels: usize,
+    merges: &[[usize; 2]],
+    mut visit: impl FnMut(usize, &[usize], &[usize]),
+) {
+    let mut is_out = vec![false; num_labels];
+    for &l in output {
+        is_out[l] = true;
+    }
+    let mut holders = vec![0usize; num_labels];
+    for ax in inputs {
+        for &l in ax {
+            holders[l] += 1;
+        }
+    }
+    let mut labels: Vec<Vec<usize>> = inputs.to_vec();
+    let mut mark = vec![usize::MAX; num_labels];
+    for (m, &[a, b]) in merges.iter().enumerate() {
+        let mut touched: Vec<usize> = Vec::new();
+        for &l in labels[a].iter().chain(&labels[b]) {
+            holders[l] -= 1;
+            if mark[l] != m {
+                mark[l] = m;
+                touched.push(l);
+            }
+        }
+        let res: Vec<usize> = touched
+            .iter()
+            .copied()
+            .filter(|&l| is_out[l] || holders[l] > 0)
+            .collect();
+        visit(m, &touched, &res);
+        for &l in &res {
+            holders[l] += 1;
+        }
+        labels.push(res);
+    }
+}
+
 impl TreeStats {
     pub(crate) fn of(
         inputs: &[Vec<usize>],
@@ -565,59 +611,35 @@ impl TreeStats {
         label_dims: &[usize],
         merges: &[[usize; 2]],
     ) -> TreeStats {
-        let mut is_out = vec![false; label_dims.len()];
-        for &l in output {
-            is_out[l] = true;
-        }
-        let ixs = inputs.to_vec();
-        let mut holders = vec![0usize; label_dims.len()];
-        for ax in &ixs {
-            for &l in ax {
-                holders[l] += 1;
-            }
-        }
-        let mut labels = ixs;
-        let mut mark = vec![usize::MAX; label_dims.len()];
         let (mut flops, mut log2_largest, mut overflow) = (0.0, f64::NEG_INFINITY, None);
-        for (m, &[a, b]) in merges.iter().enumerate() {
-            let mut touched: Vec<usize> = Vec::new();
-            for &l in labels[a].iter().chain(&labels[b]) {
-                holders[l] -= 1;
-                if mark[l] != m {
-                    mark[l] = m;
-                    touched.push(l);
-                }
-            }
-            let res: Vec<usize> = touched
-                .iter()
-                .copied()
-                .filter(|&l| is_out[l] || holders[l] > 0)
-                .collect();
-            flops += touched
-                .iter()
-                .map(|&l| label_dims[l] as f64)
-                .product::<f64>();
-            let log2: f64 = res
-                .iter()
-                .map(|&l| (label_dims[l].max(1) as f64).log2())
-                .sum();
-            log2_largest = f64::max(log2_largest, log2);
-            // a zero dimension makes the intermediate empty, however large the others
-            let fits = res.iter().any(|&l| label_dims[l] == 0)
-                || res
+        walk_merges(
+            inputs,
+            output,
+            label_dims.len(),
+            merges,
+            |m, touched, res| {
+                flops += touched
                     .iter()
-                    .try_fold(1usize, |p, &l| p.checked_mul(label_dims[l]))
-                    .is_some();
-            if !fits && overflow.is_none() {
-                overflow = Some((m, log2));
-            }
-            for &l in &res {
-                holders[l] += 1;
-            }
-            labels.push(res);
-        }
+                    .map(|&l| label_dims[l] as f64)
+                    .product::<f64>();
+                let log2: f64 = res
+                    .iter()
+                    .map(|&l| (label_dims[l].max(1) as f64).log2())
+                    .sum();
+                log2_largest = f64::max(log2_largest, log2);
+                // a zero dimension makes the intermediate empty, however large the others
+                let fits = res.iter().any(|&l| label_dims[l] == 0)
+                    || res
+                        .iter()
+                        .try_fold(1usize, |p, &l| p.checked_mul(label_dims[l]))
+                        .is_some();
+                if !fits && overflow.is_none() {
+                    overflow = Some((m, log2));
+                }
+            },
+        );
         if merges.is_empty() {
-            log2_largest = labels.first().map_or(0.0, |ax| {
+            log2_largest = inputs.first().map_or(0.0, |ax| {
                 ax.iter()
                     .map(|&l| (label_dims[l].max(1) as f64).log2())
                     .sum()

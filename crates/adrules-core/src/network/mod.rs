@@ -60,6 +60,7 @@ mod ncon;
 mod plan;
 mod rules;
 mod second;
+mod slice;
 mod structure;
 mod tree;
 
@@ -71,6 +72,7 @@ pub use cache::PlanCache;
 pub use plan::{ChosenOrder, NetworkPlan, Step};
 pub use rules::NetworkPullback;
 pub use second::{NetworkHvp, SecondOrder};
+pub use slice::{MemoryTarget, SliceMemory, SlicedPlan, SlicedPullback};
 pub use structure::{Label, Network, Notation};
 pub use tree::{ContractionTree, Optimizer, Order, Search};
 

@@ -155,7 +155,7 @@ fn label_dims<D: AsRef<[usize]>>(network: &Network, dims: &[D]) -> Result<Vec<us
 /// The validation and order search shared by [`NetworkPlan::new`] and
 /// [`NetworkPlan::choose_order`]: the network with its ellipses expanded (when it has some),
 /// the label dimensions, the tree and its statistics.
-fn prepare<D: AsRef<[usize]>>(
+pub(super) fn prepare<D: AsRef<[usize]>>(
     network: &Network,
     dims: &[D],
     order: &Order,

@@ -21,4 +21,5 @@ mod network_evaluate;
 mod network_primal;
 mod network_rules;
 mod network_second_order;
+mod network_slicing;
 mod network_validation;

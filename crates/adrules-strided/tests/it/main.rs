@@ -11,5 +11,6 @@ mod empty_views;
 mod gemm_orientation;
 mod network_alloc_count;
 mod network_pool;
+mod network_sliced_memory;
 mod reference;
 mod semantics;

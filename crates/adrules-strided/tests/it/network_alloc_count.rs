@@ -11,37 +11,67 @@ use adrules_core::{Allocator, Backend, Conj, DType, DynScalar};
 use adrules_strided::{BufferPool, Strided, Tensor};
 use adrules_testing::Rng;
 
-/// Counts every allocation (including reallocations) made through the global allocator.
+/// Counts every allocation (including reallocations) made through the global allocator, and
+/// the live bytes with their peak (read by `network_sliced_memory`).
 struct Counting;
 
 static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
 
-// SAFETY: every method forwards to `System` with the caller's arguments.
+fn grew(bytes: usize) {
+    ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+    let now = LIVE.fetch_add(bytes, Ordering::SeqCst) + bytes;
+    PEAK.fetch_max(now, Ordering::SeqCst);
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments; the counters are
+// plain atomics and never affect the allocation.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            grew(layout.size());
+        }
+        p
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc_zeroed(layout) }
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            grew(layout.size());
+        }
+        p
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE.fetch_sub(layout.size(), Ordering::SeqCst);
+            grew(new_size);
+        }
+        p
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), Ordering::SeqCst);
     }
 }
 
-/// The allocator of the whole test binary (it only counts; only the forked test below reads
-/// the count).
+/// The allocator of the whole test binary (it only counts; only forked tests read the
+/// counts).
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
 fn allocations() -> usize {
     ALLOCATIONS.load(Ordering::Relaxed)
+}
+
+/// Peak live heap bytes above the level at the call while `f` runs, its result dropped
+/// inside. Meaningful only in a forked test on one thread.
+pub fn peak_bytes<T>(f: impl FnOnce() -> T) -> usize {
+    let base = LIVE.load(Ordering::SeqCst);
+    PEAK.store(base, Ordering::SeqCst);
+    drop(std::hint::black_box(f()));
+    PEAK.load(Ordering::SeqCst) - base
 }
 
 rusty_fork::rusty_fork_test! {
