@@ -3,13 +3,16 @@
 
 use std::time::{Duration, Instant};
 
-use adrules::network::{Network, NetworkPlan, Optimizer, Order, Search, einsum};
+use adrules::network::{
+    MemoryTarget, Network, NetworkPlan, Optimizer, Order, Search, SlicedPlan, einsum,
+};
 use adrules::strided::{BufferPool, Strided, Tensor};
 use adrules::{Allocator, Backend, Complex64, DType, HostData, HostTensor};
 use adrules_testing::fuzz::einsum_case;
 use adrules_testing::{Rng, Tolerance, Value};
 
 use crate::Finding;
+use crate::targets::rel_err;
 
 fn wrong(what: impl Into<String>) -> Finding {
     Finding::Wrong(what.into())
@@ -19,6 +22,8 @@ fn wrong(what: impl Into<String>) -> Finding {
 /// rejected call; the einsum target checks those).
 struct Case {
     text: String,
+    network: Network,
+    shapes: Vec<Vec<usize>>,
     plan: NetworkPlan,
     hosts: Vec<HostTensor>,
     xs: Vec<Tensor>,
@@ -37,6 +42,8 @@ fn case(seed: u64, dtype: DType) -> Option<Case> {
         .ok()?;
     Some(Case {
         text: format!("{s:?} {shapes:?} {dtype}"),
+        network: net,
+        shapes,
         plan,
         hosts,
         xs,
@@ -124,6 +131,7 @@ pub(crate) fn gradient(seed: u64) -> Result<(), Finding> {
             c.text
         )));
     }
+    sliced(&c, &refs, &cbar, &grads)?;
     // central differences of φ along V (φ is a polynomial of degree ≤ 3 in h here)
     let h = 1e-4;
     let phi = |s: f64| -> Result<f64, Finding> {
@@ -145,6 +153,55 @@ pub(crate) fn gradient(seed: u64) -> Result<(), Finding> {
         )));
     }
     unchanged(&c)
+}
+
+/// The gradient slice by slice ([`SlicedPlan`], a quarter of the largest intermediate)
+/// against the unsliced pullback's `grads` (1e-10 relative); a target no slicing meets must
+/// be [`adrules::Error::MemoryLimit`].
+fn sliced(
+    c: &Case,
+    refs: &[&Tensor],
+    cbar: &Tensor,
+    grads: &[Option<Tensor>],
+) -> Result<(), Finding> {
+    let err = |what: &str, e: adrules::Error| wrong(format!("{}: sliced {what}: {e}", c.text));
+    let order = Order::Default;
+    let whole = SlicedPlan::new(
+        &c.network,
+        &c.shapes,
+        &order,
+        MemoryTarget::Elements(usize::MAX),
+    )
+    .map_err(|e| err("plan", e))?;
+    let target = MemoryTarget::Elements((whole.unsliced_elements().largest / 4.0) as usize);
+    let plan = match SlicedPlan::new(&c.network, &c.shapes, &order, target) {
+        Ok(plan) => plan,
+        Err(adrules::Error::MemoryLimit { .. }) => return Ok(()),
+        Err(e) => return Err(err("plan", e)),
+    };
+    let active = vec![true; refs.len()];
+    let (_, got) = plan
+        .value_and_gradient(&Strided, refs, cbar, &active)
+        .map_err(|e| err("gradient", e))?;
+    for (k, (g, w)) in got.iter().zip(grads).enumerate() {
+        let (Some(g), Some(w)) = (g, w) else {
+            return Err(wrong(format!("{}: sliced: a missing cotangent", c.text)));
+        };
+        let host = |t: &Tensor| Strided.to_host(t).map(|h| h.data().to_c64_vec());
+        let (g, w) = (
+            host(g).map_err(|e| err("host", e))?,
+            host(w).map_err(|e| err("host", e))?,
+        );
+        let e = rel_err(&g, &w);
+        if e > 1e-10 {
+            return Err(wrong(format!(
+                "{}: sliced cotangent {k} ({} slices) differs by {e:e}",
+                c.text,
+                plan.num_slices()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Every optimizer under a small budget on a random valid network: planning returns within

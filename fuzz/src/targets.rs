@@ -174,7 +174,7 @@ fn finite(h: &HostTensor) -> bool {
 }
 
 /// `max |x − y| / max(max |y|, tiny)` of two equally shaped host tensors.
-fn rel_err(x: &[Complex64], y: &[Complex64]) -> f64 {
+pub(crate) fn rel_err(x: &[Complex64], y: &[Complex64]) -> f64 {
     let scale = y.iter().fold(0.0f64, |a, z| a.max(z.norm()));
     let err = x
         .iter()

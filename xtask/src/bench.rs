@@ -87,7 +87,7 @@ fn pairs<'a>(
 
 /// `cargo xtask bench [FILTER…]`: runs the criterion benches of the package
 /// `adrules-benches` (`benches/`: `contract`, `permute`, `rules`, `networks`, `einsum`, `second_order`,
-/// `planner`, `overheads`; arguments are
+/// `planner`, `overheads`, `slicing`; arguments are
 /// passed to criterion, e.g. a filter regex),
 /// then prints markdown tables from criterion's estimates (median time per iteration).
 pub fn bench(args: &[String]) -> Result<(), String> {
@@ -112,6 +112,8 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         "planner",
         "--bench",
         "overheads",
+        "--bench",
+        "slicing",
         "--",
     ])
     .args(args);
@@ -363,6 +365,8 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         );
     }
 
+    slicing(&all);
+
     println!("\n### Contraction-order quality (multiply-adds of the chosen tree, one run)\n");
     println!(
         "`planner-networks`: every order on the quality networks; planning time of one run \
@@ -478,5 +482,57 @@ fn overheads(all: &[Estimate]) {
             o / r,
             if met(o, r) { "yes" } else { "**no**" }
         );
+    }
+}
+
+/// The table of `benches/slicing.rs`: sliced runs against the unsliced plan on as many threads.
+fn slicing(all: &[Estimate]) {
+    let get = |f: &str, v: &str| {
+        all.iter()
+            .find(|e| e.group == "slicing" && e.function == f && e.value == v)
+            .map(|e| e.median_ns / 1e6)
+    };
+    let mut cases: Vec<&str> = all
+        .iter()
+        .filter(|e| e.group == "slicing" && e.function == "value t1")
+        .map(|e| e.value.as_str())
+        .collect();
+    if cases.is_empty() {
+        return;
+    }
+    cases.sort();
+    println!("\n### Slicing (`SlicedPlan`) against the unsliced plan, f64\n");
+    println!(
+        "case = network and target (a fraction of the unsliced tree's largest intermediate); \
+         value = `execute` / `execute_par`, gradient = value and every cotangent \
+         (`value_and_gradient` / `_par`; unsliced: `rrule` + pullback); t1 / t2 = one or two \
+         threads, the unsliced plan on the same pool; ratio = sliced / unsliced. Median time.\n"
+    );
+    println!("| case | threads | value | unsliced | ratio | gradient | unsliced | ratio |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for v in cases {
+        let net = v.split('_').next().unwrap_or(v);
+        for t in ["t1", "t2"] {
+            let ms = |x: Option<f64>| x.map_or("–".to_string(), |x| format!("{x:.1} ms"));
+            let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                (Some(a), Some(b)) => format!("{:.2}", a / b),
+                _ => "–".to_string(),
+            };
+            let (sv, sg) = (
+                get(&format!("value {t}"), v),
+                get(&format!("gradient {t}"), v),
+            );
+            let u = format!("{net}_{t}");
+            let (uv, ug) = (get("unsliced value", &u), get("unsliced gradient", &u));
+            println!(
+                "| {v} | {t} | {} | {} | {} | {} | {} | {} |",
+                ms(sv),
+                ms(uv),
+                ratio(sv, uv),
+                ms(sg),
+                ms(ug),
+                ratio(sg, ug)
+            );
+        }
     }
 }

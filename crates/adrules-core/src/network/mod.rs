@@ -72,7 +72,7 @@ pub use cache::PlanCache;
 pub use plan::{ChosenOrder, NetworkPlan, Step};
 pub use rules::NetworkPullback;
 pub use second::{NetworkHvp, SecondOrder};
-pub use slice::{MemoryTarget, SliceMemory, SlicedPlan, SlicedPullback};
+pub use slice::{MemoryTarget, SliceMemory, SlicedPlan, SlicedPullback, ValueAndGradient};
 pub use structure::{Label, Network, Notation};
 pub use tree::{ContractionTree, Optimizer, Order, Search};
 

@@ -4,7 +4,7 @@
 //! choice of labels against the target; parallel slices; the typed errors.
 
 use adrules_core::network::{
-    MemoryTarget, Network, NetworkPlan, Optimizer, Order, SecondOrder, SlicedPlan,
+    Label, MemoryTarget, Network, NetworkPlan, Optimizer, Order, SecondOrder, SlicedPlan,
 };
 use adrules_core::{Backend, Complex64, Conj, DType, Error};
 use adrules_strided::{Strided, Tensor};
@@ -57,8 +57,10 @@ impl Case {
     }
 }
 
-/// A 3×3 lattice with bond 4 (closed), and an open network with a hyperedge (`x` on three
-/// operands), a diagonal (`cc`), a batch label (`b`) and conjugated operands.
+/// A 3×3 lattice with bond 4 (closed); an open network with a hyperedge (`x` on three
+/// operands), a diagonal (`cc`), a batch label (`b`) and conjugated operands; and a closed
+/// network sliced down to single elements (target 1), whose sliced hyperedge `x` is also a
+/// diagonal of operand 0.
 fn cases() -> Vec<Case> {
     let g = lattice(3, 4);
     let lat = Network::ncon(&g.labels, None).unwrap();
@@ -66,7 +68,16 @@ fn cases() -> Vec<Case> {
         .unwrap()
         .with_conj(&[Conj::Yes, Conj::No, Conj::Yes, Conj::No])
         .unwrap();
+    let diagonal = Network::einsum("xxab,bxc,cax->")
+        .unwrap()
+        .with_conj(&[Conj::No, Conj::Yes, Conj::No])
+        .unwrap();
     vec![
+        Case {
+            network: diagonal,
+            dims: vec![vec![4, 4, 3, 5], vec![5, 4, 3], vec![3, 3, 4]],
+            target: 1,
+        },
         Case::new(lat, g.shapes()),
         Case::new(
             open,
@@ -110,6 +121,12 @@ fn sliced_value_and_first_order_rules_equal_the_unsliced_ones() {
                 "case {i}: {unsliced}"
             );
             assert!(sliced.slice_elements().largest <= case.target as f64);
+            if case.target == 1 {
+                // everything an intermediate holds is sliced, the diagonal hyperedge too
+                let labels = sliced.sliced_labels();
+                assert!(labels.contains(&Label::Char('x')), "{labels:?}");
+                assert_eq!(sliced.slice_elements().largest, 1.0);
+            }
             assert!(sliced.num_slices() > 1);
             assert_eq!(
                 sliced.num_slices(),
@@ -216,8 +233,8 @@ fn sliced_hvp_and_second_order_equal_the_unsliced_ones() {
             .second_order(&Strided, &pool, &refs, &request)
             .unwrap();
         close(&got.value, &want.value, &format!("case {i}: value"));
-        for k in 0..refs.len() {
-            assert_eq!(got.hvp[k].is_some(), active[k]);
+        for (k, &act) in active.iter().enumerate() {
+            assert_eq!(got.hvp[k].is_some(), act);
             if let (Some(g), Some(w)) = (&got.hvp[k], &want.hvp[k]) {
                 close(g, w, &format!("case {i}: HVP {k}"));
             }
@@ -241,7 +258,7 @@ fn sliced_hvp_and_second_order_equal_the_unsliced_ones() {
 
 #[test]
 fn parallel_slices_equal_sequential_ones() {
-    let case = &cases()[0];
+    let case = &cases()[1];
     let (_, sliced) = both(case, &Order::Default);
     let mut rng = Rng::seed(30);
     let xs = operands(&mut rng, &case.dims, DType::F64);

@@ -35,14 +35,25 @@
 //! Greedily, as cotengra's `SliceFinder`: while one slice exceeds the target, take the
 //! largest intermediate of the tree (the result of a merge, the network's result excepted)
 //! and slice the one of its labels that keeps the total work `Π_{l∈S} d_l · cost(one slice)`
-//! smallest (ties: the larger dimension). The contraction tree is the one `order` gives for
-//! the unsliced network; it is not searched again after slicing.
+//! smallest (ties: the larger dimension); or, for an elements target, the label of any
+//! oversize intermediate with the least extra work per unit of excess size it removes. Both
+//! rules and six seeded variants (random ties, jittered scores) are tried and the cheapest
+//! slicing is kept. A searched order ([`Order::Optimize`], [`Order::Search`], the default
+//! for Einstein strings) is then searched again for the network with the sliced labels of
+//! dimension 1, and sliced again (up to four trees per rule), as cotengra
+//! reconfigures a tree after slicing; explicit orders keep their tree.
+//!
+//! Measured (`cargo xtask bench`, `docs/PERFORMANCE.md`): on random graphs the work grows
+//! little (16 slices: +1 %), on lattices much more (an 8×8 lattice with bond 4, a 256th of
+//! the largest intermediate: 6.4× the unsliced work); slicing a greedy tree of a 6×6
+//! lattice to a 256th costs 10⁷× its work, which only a tree searched together with its
+//! slices (cotengra's subtree reconfiguration) would avoid.
 
 mod run;
 
-pub use run::SlicedPullback;
+pub use run::{SlicedPullback, ValueAndGradient};
 
-use super::greedy::walk_merges;
+use super::greedy::{SplitMix, walk_merges};
 use super::plan::{NetworkPlan, prepare};
 use super::structure::{Label, Network, Notation};
 use super::tree::{ContractionTree, Order};
@@ -103,6 +114,8 @@ pub struct SlicedPlan {
     /// the sliced labels and their dimensions
     labels: Vec<Label>,
     dims: Vec<usize>,
+    /// the sliced labels' ids in the (expanded) network
+    label_ids: Vec<usize>,
     /// per one-hot operand of `plan` (operands `n..`): the sliced label it selects (an index
     /// into `labels`) and the operand it is merged with
     vectors: Vec<(usize, usize)>,
@@ -170,6 +183,106 @@ impl Merges {
         order.into_iter().map(|(m, _)| m).collect()
     }
 
+    /// The label to slice: in the largest intermediate (for a bytes target, the largest one
+    /// that still has a sliceable label), the one keeping the total work smallest (ties: the
+    /// larger dimension).
+    fn best_in_largest(
+        &self,
+        sliced: &mut [bool],
+        sliceable: &impl Fn(usize) -> bool,
+        target: MemoryTarget,
+        mut rng: Option<&mut SplitMix>,
+    ) -> Option<usize> {
+        // an elements target is the largest intermediate itself; a bytes target counts them
+        // all, so the largest one that can still be sliced is taken
+        let depth = match target {
+            MemoryTarget::Elements(_) => 1,
+            MemoryTarget::Bytes { .. } => usize::MAX,
+        };
+        let mut order = self.by_size(sliced);
+        if let Some(rng) = rng.as_deref_mut() {
+            // a random one of the largest (equal sizes) first
+            let top = self.log2_of(&self.result[*order.first()?], sliced);
+            let ties = order
+                .iter()
+                .take_while(|&&m| self.log2_of(&self.result[m], sliced) >= top - 1e-9)
+                .count();
+            order.swap(0, (rng.next() % ties as u64) as usize);
+        }
+        let candidates: Vec<usize> = order
+            .into_iter()
+            .take(depth)
+            .map(|m| -> Vec<usize> {
+                self.result[m]
+                    .iter()
+                    .copied()
+                    .filter(|&l| sliceable(l))
+                    .collect()
+            })
+            .find(|c| !c.is_empty())?;
+        let jitter: Vec<f64> = match rng {
+            Some(rng) => candidates.iter().map(|_| rng.uniform()).collect(),
+            None => vec![0.0; candidates.len()],
+        };
+        let score = |work: f64, l: usize| {
+            let i = candidates.iter().position(|&c| c == l).unwrap_or(0);
+            work + jitter[i]
+        };
+        self.cheapest(sliced, candidates.clone(), score)
+    }
+
+    /// The label to slice for an elements target: among the labels of the intermediates
+    /// above `limit`, the one that costs the least extra work per unit of excess removed
+    /// (excess: `Σ_m max(0, log₂ size_m − log₂ limit)`), so that a label shared by many
+    /// oversize intermediates is preferred.
+    fn best_for_excess(
+        &self,
+        sliced: &mut [bool],
+        sliceable: &impl Fn(usize) -> bool,
+        limit: usize,
+    ) -> Option<usize> {
+        let cap = (limit.max(1) as f64).log2();
+        let over: Vec<(usize, f64)> = (0..self.result.len().saturating_sub(1))
+            .map(|m| (m, self.log2_of(&self.result[m], sliced) - cap))
+            .filter(|&(_, excess)| excess > 1e-9)
+            .collect();
+        let mut gain = vec![0.0f64; self.log2_dims.len()];
+        for &(m, excess) in &over {
+            for &l in &self.result[m] {
+                if sliceable(l) {
+                    gain[l] += excess.min(self.log2_dims[l]);
+                }
+            }
+        }
+        let candidates: Vec<usize> = (0..gain.len()).filter(|&l| gain[l] > 0.0).collect();
+        let now = self.log2_work(sliced);
+        let score = |work: f64, l: usize| (work - now).max(0.0) / gain[l];
+        self.cheapest(sliced, candidates, score)
+    }
+
+    /// The candidate with the smallest `score(log₂ work once it is sliced, label)` (ties: the
+    /// larger dimension, then the smaller id).
+    fn cheapest(
+        &self,
+        sliced: &mut [bool],
+        candidates: Vec<usize>,
+        score: impl Fn(f64, usize) -> f64,
+    ) -> Option<usize> {
+        candidates
+            .into_iter()
+            .map(|l| {
+                sliced[l] = true;
+                let work = self.log2_work(sliced);
+                sliced[l] = false;
+                (l, score(work, l))
+            })
+            .min_by(|x, y| {
+                x.1.total_cmp(&y.1)
+                    .then(self.log2_dims[y.0].total_cmp(&self.log2_dims[x.0]))
+            })
+            .map(|(l, _)| l)
+    }
+
     /// log₂ of the total work `Π_{l∈S} d_l · Σ_m Π_{l ∈ touched_m \ S} d_l` (log-sum-exp, so
     /// that costs beyond `f64` still compare).
     fn log2_work(&self, sliced: &[bool]) -> f64 {
@@ -209,110 +322,58 @@ impl SlicedPlan {
         let (expanded, label_dims, tree, stats) = prepare(network, dims, order)?;
         let net = expanded.as_ref().unwrap_or(network);
         let dims: Vec<Dims> = dims.iter().map(|d| d.as_ref().into()).collect();
-        let merges = Merges::new(net, &label_dims, &tree);
-        let is_out = net.output_mask();
-        let mut sliced = vec![false; label_dims.len()];
-        let (limit, unit) = match target {
-            MemoryTarget::Elements(e) => (e, "elements"),
-            MemoryTarget::Bytes { bytes, .. } => (bytes, "bytes"),
+        // a searched order is searched again for the sliced network (its labels of dimension
+        // 1), as cotengra reconfigures a tree after slicing; explicit orders are kept
+        let search = match order {
+            Order::Optimize(_) | Order::Search(_) => true,
+            Order::Default => net.notation() != Notation::Ncon,
+            Order::Labels(_) | Order::Tree(_) => false,
         };
+        let mut best: Option<SlicedPlan> = None;
         let mut unsliced = None;
-        loop {
-            let labels: Vec<usize> = (0..sliced.len()).filter(|&l| sliced[l]).collect();
-            let (plan, vectors) = slice_plan(net, &dims, &label_dims, &tree, &labels)?;
-            let largest = merges.largest(&sliced);
-            let mut memory = live_elements(&plan, net.num_operands());
-            memory.largest = largest.map_or(0.0, |(_, log2)| log2.exp2());
-            let unsliced = *unsliced.get_or_insert(memory);
-            let needed = match target {
-                MemoryTarget::Elements(_) => memory.largest,
-                MemoryTarget::Bytes { dtype, .. } => bytes(&memory, dtype).1,
-            };
-            if needed <= limit as f64 {
-                let slices = labels
-                    .iter()
-                    .try_fold(1usize, |p, &l| p.checked_mul(label_dims[l]));
-                let Some(slices) = slices else {
-                    return Err(Error::MemoryLimit {
-                        arg: "target".into(),
-                        limit,
-                        needed,
-                        unit: unit.into(),
-                        reason: "fitting it takes more than usize::MAX slices".into(),
-                    });
-                };
-                return Ok(SlicedPlan {
-                    plan,
-                    operand_dims: dims,
-                    labels: labels.iter().map(|&l| net.label(l)).collect(),
-                    dims: labels.iter().map(|&l| label_dims[l]).collect(),
-                    vectors,
-                    slices,
-                    memory,
-                    unsliced,
-                    unsliced_cost: stats.flops,
-                });
+        let mut failure = None;
+        let mut keep = |result: Result<SlicedPlan>, best: &mut Option<SlicedPlan>| match result {
+            Ok(mut plan) => {
+                plan.unsliced_cost = stats.flops;
+                let labels = plan.label_ids.clone();
+                if best.as_ref().is_none_or(|b| plan.cost() < b.cost()) {
+                    *best = Some(plan);
+                }
+                Some(labels)
             }
-            let fail = |reason: String| Error::MemoryLimit {
-                arg: "target".into(),
-                limit,
-                needed,
-                unit: unit.into(),
-                reason,
-            };
-            let Some((m, _)) = largest else {
-                return Err(fail(
-                    "the contraction tree has no intermediate to slice (what remains is the \
-                     operands, the result and the scratch of the steps on them)"
-                        .into(),
-                ));
-            };
-            let sliceable = |m: usize| -> Vec<usize> {
-                merges.result[m]
-                    .iter()
-                    .copied()
-                    .filter(|&l| !is_out[l] && !sliced[l] && label_dims[l] > 1)
-                    .collect()
-            };
-            // an elements target is the largest intermediate itself; a bytes target counts
-            // them all, so the largest one that can still be sliced is taken
-            let mut candidates = sliceable(m);
-            if candidates.is_empty() && matches!(target, MemoryTarget::Bytes { .. }) {
-                candidates = merges
-                    .by_size(&sliced)
-                    .into_iter()
-                    .map(sliceable)
-                    .find(|c| !c.is_empty())
-                    .unwrap_or_default();
+            Err(e) => {
+                failure = Some(e);
+                None
             }
-            let best = candidates
-                .into_iter()
-                .map(|l| {
-                    sliced[l] = true;
-                    let work = merges.log2_work(&sliced);
-                    sliced[l] = false;
-                    (l, work)
-                })
-                .min_by(|x, y| {
-                    x.1.total_cmp(&y.1)
-                        .then(label_dims[y.0].cmp(&label_dims[x.0]))
-                });
-            let Some((l, _)) = best else {
-                let names: Vec<String> = merges.result[m]
-                    .iter()
-                    .map(|&l| net.label(l).to_string())
-                    .collect();
-                let also = match target {
-                    MemoryTarget::Bytes { .. } => ", and so does every other intermediate",
-                    MemoryTarget::Elements(_) => "",
+        };
+        // the seeded trials on the first tree
+        for trial in 2..TRIALS {
+            let r = slice_tree(net, &dims, &label_dims, &tree, target, trial, &mut unsliced);
+            keep(r, &mut best);
+        }
+        // the deterministic strategies, each followed through its own replanned trees
+        for trial in 0..2 {
+            let mut tree = tree.clone();
+            for _ in 0..REPLANS {
+                let r = slice_tree(net, &dims, &label_dims, &tree, target, trial, &mut unsliced);
+                let Some(labels) = keep(r, &mut best).filter(|l| search && !l.is_empty()) else {
+                    break;
                 };
-                return Err(fail(format!(
-                    "the largest intermediate left (merge {m} of the tree, labels [{}]) holds \
-                     only output labels, labels of dimension 1 and labels already sliced{also}",
-                    names.join(", ")
-                )));
-            };
-            sliced[l] = true;
+                let mut sliced_dims = label_dims.clone();
+                for l in labels {
+                    sliced_dims[l] = 1;
+                }
+                let next = net.tree(&sliced_dims, order)?;
+                if next == tree {
+                    break;
+                }
+                tree = next;
+            }
+        }
+        match (best, failure) {
+            (Some(best), _) => Ok(best),
+            (None, Some(e)) => Err(e),
+            (None, None) => Err(Error::invalid("order", "no contraction tree was searched")),
         }
     }
 
@@ -401,6 +462,118 @@ fn bytes(m: &SliceMemory, dtype: DType) -> (f64, f64) {
         m.forward * size + fixed + 2.0 * RECORD_BYTES,
         m.gradient * size + fixed + m.steps * RECORD_BYTES,
     )
+}
+
+/// How many contraction trees [`SlicedPlan::new`] slices at most: the first, then each
+/// searched again for the network with the labels the previous one sliced set to dimension 1.
+const REPLANS: usize = 4;
+
+/// Greedy slicings tried per tree: trial 0 by [`Merges::best_in_largest`], trial 1 (elements
+/// targets) by [`Merges::best_for_excess`], the others by `best_in_largest` with seeded random
+/// ties and jittered scores (cotengra's `SliceFinder` samples the same way); the cheapest
+/// is kept.
+const TRIALS: u64 = 8;
+
+/// Slices `tree` greedily until one slice fits `target` (see the module docs and
+/// [`TRIALS`] for what `trial` selects). `unsliced` receives the estimate of the first tree
+/// without slicing.
+fn slice_tree(
+    net: &Network,
+    dims: &[Dims],
+    label_dims: &[usize],
+    tree: &ContractionTree,
+    target: MemoryTarget,
+    trial: u64,
+    unsliced: &mut Option<SliceMemory>,
+) -> Result<SlicedPlan> {
+    let mut rng = (trial >= 2).then(|| SplitMix(0x51ce ^ trial.wrapping_mul(0x9E37_79B9)));
+    let merges = Merges::new(net, label_dims, tree);
+    let is_out = net.output_mask();
+    let mut sliced = vec![false; label_dims.len()];
+    let (limit, unit) = match target {
+        MemoryTarget::Elements(e) => (e, "elements"),
+        MemoryTarget::Bytes { bytes, .. } => (bytes, "bytes"),
+    };
+    loop {
+        let labels: Vec<usize> = (0..sliced.len()).filter(|&l| sliced[l]).collect();
+        let largest = merges.largest(&sliced);
+        let largest_elements = largest.map_or(0.0, |(_, log2)| log2.exp2());
+        // an elements target needs the slice plan only once it fits (and for the estimate of
+        // the unsliced tree)
+        let built = match target {
+            MemoryTarget::Elements(e) if unsliced.is_some() && largest_elements > e as f64 => None,
+            _ => {
+                let (plan, vectors) = slice_plan(net, dims, label_dims, tree, &labels)?;
+                let mut memory = live_elements(&plan, net.num_operands());
+                memory.largest = largest_elements;
+                unsliced.get_or_insert(memory);
+                Some((plan, vectors, memory))
+            }
+        };
+        let needed = match (target, &built) {
+            (MemoryTarget::Bytes { dtype, .. }, Some((_, _, memory))) => bytes(memory, dtype).1,
+            _ => largest_elements,
+        };
+        let fail = |reason: String| Error::MemoryLimit {
+            arg: "target".into(),
+            limit,
+            needed,
+            unit: unit.into(),
+            reason,
+        };
+        if let (true, Some((plan, vectors, memory))) = (needed <= limit as f64, built) {
+            let whole = unsliced.unwrap_or(memory);
+            let slices = labels
+                .iter()
+                .try_fold(1usize, |p, &l| p.checked_mul(label_dims[l]))
+                .ok_or_else(|| fail("fitting it takes more than usize::MAX slices".into()))?;
+            return Ok(SlicedPlan {
+                plan,
+                operand_dims: dims.to_vec(),
+                labels: labels.iter().map(|&l| net.label(l)).collect(),
+                dims: labels.iter().map(|&l| label_dims[l]).collect(),
+                label_ids: labels,
+                vectors,
+                slices,
+                memory,
+                unsliced: whole,
+                unsliced_cost: 0.0,
+            });
+        }
+        let Some((m, _)) = largest else {
+            return Err(fail(
+                "the contraction tree has no intermediate to slice (what remains is the \
+                 operands, the result and the scratch of the steps on them)"
+                    .into(),
+            ));
+        };
+        let can: Vec<bool> = (0..sliced.len())
+            .map(|l| !is_out[l] && !sliced[l] && label_dims[l] > 1)
+            .collect();
+        let sliceable = |l: usize| can[l];
+        let l = match target {
+            MemoryTarget::Elements(e) if trial == 1 => {
+                merges.best_for_excess(&mut sliced, &sliceable, e)
+            }
+            _ => merges.best_in_largest(&mut sliced, &sliceable, target, rng.as_mut()),
+        };
+        let Some(l) = l else {
+            let names: Vec<String> = merges.result[m]
+                .iter()
+                .map(|&l| net.label(l).to_string())
+                .collect();
+            let also = match target {
+                MemoryTarget::Bytes { .. } => ", and so does every other intermediate",
+                MemoryTarget::Elements(_) => "",
+            };
+            return Err(fail(format!(
+                "the largest intermediate left (merge {m} of the tree, labels [{}]) holds \
+                 only output labels, labels of dimension 1 and labels already sliced{also}",
+                names.join(", ")
+            )));
+        };
+        sliced[l] = true;
+    }
 }
 
 /// One slice of `net` for the sliced labels `sliced`: the network whose every axis with a

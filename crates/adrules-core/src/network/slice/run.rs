@@ -13,6 +13,10 @@ use crate::network::{NetworkHvp, SecondOrder};
 use crate::scalar::{DType, DynScalar};
 use crate::spec::{Conj, Permutation};
 
+/// A network's value and the cotangent of each operand (`None` for the inactive ones), as
+/// [`SlicedPlan::value_and_gradient`] returns them.
+pub type ValueAndGradient<T> = (T, Vec<Option<T>>);
+
 /// The pullback of a sliced network ([`SlicedPlan::rrule`]): it keeps handles of the operands
 /// (no intermediate), and each application runs every slice again, forward and reverse, one
 /// slice at a time, so its temporaries stay those of one slice.
@@ -305,7 +309,7 @@ impl SlicedPlan {
         operands: &[&B::Tensor],
         c_bar: &B::Tensor,
         active: &[bool],
-    ) -> Result<(B::Tensor, Vec<Option<B::Tensor>>)> {
+    ) -> Result<ValueAndGradient<B::Tensor>> {
         self.check(be, operands)?;
         self.check_flags("active", active.len())?;
         let hots = self.one_hots(be, operands)?;
@@ -326,7 +330,7 @@ impl SlicedPlan {
         c_bar: &B::Tensor,
         active: &[bool],
         target: &MemoryTarget,
-    ) -> Result<(B::Tensor, Vec<Option<B::Tensor>>)>
+    ) -> Result<ValueAndGradient<B::Tensor>>
     where
         B: Backend + Sync,
         B::Tensor: Send + Sync,
@@ -341,8 +345,7 @@ impl SlicedPlan {
             }
         }
         let parts = self.partition(self.parallelism(target, acc));
-        type Part<T> = (T, Vec<Option<T>>);
-        let partial: Vec<Part<B::Tensor>> = parts
+        let partial: Vec<ValueAndGradient<B::Tensor>> = parts
             .into_par_iter()
             .map(|range| self.gradient_range(be, operands, &hots, c_bar, active, range))
             .collect::<Result<_>>()?;
@@ -363,7 +366,7 @@ impl SlicedPlan {
         c_bar: &B::Tensor,
         c: B::Tensor,
         grads: Vec<Option<B::Tensor>>,
-    ) -> Result<(B::Tensor, Vec<Option<B::Tensor>>)> {
+    ) -> Result<ValueAndGradient<B::Tensor>> {
         crate::finite::check(be, || "output".into(), &c, operands)?;
         let mut inputs = operands.to_vec();
         inputs.push(c_bar);
@@ -384,7 +387,7 @@ impl SlicedPlan {
         c_bar: &B::Tensor,
         active: &[bool],
         range: std::ops::Range<usize>,
-    ) -> Result<(B::Tensor, Vec<Option<B::Tensor>>)> {
+    ) -> Result<ValueAndGradient<B::Tensor>> {
         let n = operands.len();
         let active = self.extended(active, false);
         let (mut c, mut grads) = (None, vec![None; n]);
