@@ -25,6 +25,10 @@ fn main() {
             "RandomGreedy 2 s",
             Order::Search(Search::new(Optimizer::RandomGreedy).with_budget(Duration::from_secs(2))),
         ),
+        (
+            "Hyper 2 s",
+            Order::Search(Search::new(Optimizer::Hyper).with_budget(Duration::from_secs(2))),
+        ),
     ];
     println!("| network | order | cost | largest intermediate | planning |");
     println!("|---|---|---:|---:|---:|");

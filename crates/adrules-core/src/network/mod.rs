@@ -57,6 +57,7 @@ mod cache;
 mod einsum;
 mod greedy;
 mod ncon;
+mod partition;
 mod plan;
 mod rules;
 mod second;

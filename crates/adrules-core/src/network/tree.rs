@@ -49,6 +49,7 @@ use omeco::{
 use rayon::prelude::*;
 
 use super::greedy::{Greedy, SplitMix, TreeStats};
+use super::partition::hyper;
 use super::structure::{Label, Network, Notation};
 use crate::error::{Error, Result};
 
@@ -180,6 +181,16 @@ pub enum Optimizer {
     /// most one run); the trials are deterministic for a seed, but how many fit depends on
     /// the machine.
     RandomGreedy,
+    /// A hyper-optimizer within the [`Search`] budget (cotengra's `HyperOptimizer`, Gray and
+    /// Kourtis, Quantum 5, 410 (2021)): the [`Greedy`](Optimizer::Greedy) trees first, then
+    /// alternately partition-based trees (recursive bisection of the network's hypergraph,
+    /// Fiduccia–Mattheyses refinement, groups below a sampled cutoff contracted greedily; the
+    /// cutoff, the balance and the seed sampled from [`Search::seed`]) and
+    /// [`RandomGreedy`](Optimizer::RandomGreedy) trials, in batches over the rayon pool, until
+    /// the budget is spent; the tree with the fewest flops is kept (anytime; overshoots the
+    /// budget by at most one batch). The trials are deterministic for a seed; how many fit
+    /// depends on the machine.
+    Hyper,
 }
 
 impl Optimizer {
@@ -525,6 +536,19 @@ impl Network {
                     trial += 1;
                 }
                 best
+            }
+            Optimizer::Hyper => {
+                let start_tree = greedy();
+                let budget = search.budget.saturating_sub(start.elapsed());
+                hyper(
+                    &ixs,
+                    output,
+                    &dims,
+                    &search_dims,
+                    budget,
+                    search.seed,
+                    start_tree,
+                )
             }
             Optimizer::Auto | Optimizer::Exhaustive => {
                 let explicit = search.optimizer == Optimizer::Exhaustive;

@@ -346,6 +346,14 @@ impl SlicedPlan {
                 None
             }
         };
+        // a tree that fits unsliced needs no trial
+        let first = slice_tree(net, &dims, &label_dims, &tree, target, 0, &mut unsliced);
+        if let Ok(mut plan) = first
+            && plan.num_slices() == 1
+        {
+            plan.unsliced_cost = stats.flops;
+            return Ok(plan);
+        }
         // the seeded trials on the first tree
         for trial in 2..TRIALS {
             let r = slice_tree(net, &dims, &label_dims, &tree, target, trial, &mut unsliced);

@@ -529,6 +529,35 @@ fn random_greedy_spends_its_budget_and_keeps_the_best() {
 }
 
 #[test]
+fn hyper_spends_its_budget_and_beats_greedy_on_a_random_graph() {
+    use std::time::Duration;
+    // a random 3-regular graph: where partition-based trees beat greedy ones by orders of
+    // magnitude (the order-quality table of docs/PERFORMANCE.md)
+    let graph = adrules_testing::networks::random_regular(300, 4, 1);
+    let net = Network::ncon(&graph.labels, None).unwrap();
+    let dims = vec![4; net.num_labels()];
+    let flops = |t: &ContractionTree| {
+        TreeStats::of(&net.kept_labels(), net.output(), &dims, t.merges()).flops
+    };
+    let greedy = net
+        .tree(&dims, &Order::Optimize(Optimizer::Greedy))
+        .unwrap();
+    let search = Search::new(Optimizer::Hyper).with_budget(Duration::from_millis(300));
+    let start = Instant::now();
+    let hyper = net.tree(&dims, &Order::Search(search)).unwrap();
+    assert!(start.elapsed() >= Duration::from_millis(300));
+    assert!(
+        flops(&hyper) * 1e3 < flops(&greedy),
+        "{:e} vs {:e}",
+        flops(&hyper),
+        flops(&greedy)
+    );
+    // a zero budget: the greedy tree
+    let none = search.with_budget(Duration::ZERO);
+    assert_eq!(net.tree(&dims, &Order::Search(none)).unwrap(), greedy);
+}
+
+#[test]
 fn hyperedges_and_shared_labels_plan() {
     // every operand holds both labels (the batch-label case): treated as open while choosing
     let s = format!("{}ab->", "ab,".repeat(1_999));
