@@ -214,8 +214,8 @@ impl Optimizer {
 ///   tree; [`RandomGreedy`](Optimizer::RandomGreedy) samples until it is spent. The greedy
 ///   runs, [`Auto`](Optimizer::Auto)'s fixed trials included, are not timed (they are
 ///   near-linear).
-/// - **seed** (default 0): the randomness of [`TreeSa`](Optimizer::TreeSa) and
-///   [`RandomGreedy`](Optimizer::RandomGreedy). omeco 0.2.6 seeds its generator with a fixed
+/// - **seed** (default 0): the randomness of [`TreeSa`](Optimizer::TreeSa),
+///   [`RandomGreedy`](Optimizer::RandomGreedy) and [`Hyper`](Optimizer::Hyper). omeco 0.2.6 seeds its generator with a fixed
 ///   constant and takes no seed, so for TreeSA a non-zero seed relabels the network (a seeded
 ///   shuffle of the operands, which changes the annealing's trajectory but not the network);
 ///   seed 0 keeps omeco's own order. The other optimizers ignore it.
@@ -224,7 +224,8 @@ impl Optimizer {
 /// least the greedy one). Plans for the same network, shapes and search are reproducible for
 /// [`Auto`](Optimizer::Auto), [`Greedy`](Optimizer::Greedy) and
 /// [`Exhaustive`](Optimizer::Exhaustive) (its budget decision aside); not for
-/// [`RandomGreedy`](Optimizer::RandomGreedy) (how many trials fit depends on the clock) nor
+/// [`RandomGreedy`](Optimizer::RandomGreedy) and [`Hyper`](Optimizer::Hyper) (how many trials
+/// fit depends on the clock) nor
 /// [`TreeSa`](Optimizer::TreeSa) (omeco's hash-map ties, and the clock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Search {
@@ -259,8 +260,8 @@ impl Search {
         Search { budget, ..self }
     }
 
-    /// The same search with seed `seed` (used by [`Optimizer::TreeSa`] and
-    /// [`Optimizer::RandomGreedy`]).
+    /// The same search with seed `seed` (used by [`Optimizer::TreeSa`],
+    /// [`Optimizer::RandomGreedy`] and [`Optimizer::Hyper`]).
     pub const fn with_seed(self, seed: u64) -> Self {
         Search { seed, ..self }
     }
