@@ -62,6 +62,24 @@ pub struct SecondOrder<'a, B: Backend> {
     pub gradient: bool,
 }
 
+impl<'a, B: Backend> SecondOrder<'a, B> {
+    /// The request of a Hessian-vector product of `φ = Re⟨c_bar, N(T)⟩` along `tangents` for
+    /// the `active` operands: a constant `C̄` (no `c_bar_dot`), no gradient.
+    pub fn hvp(
+        c_bar: &'a B::Tensor,
+        tangents: &'a [Option<&'a B::Tensor>],
+        active: &'a [bool],
+    ) -> Self {
+        SecondOrder {
+            c_bar,
+            c_bar_dot: None,
+            tangents,
+            active,
+            gradient: false,
+        }
+    }
+}
+
 /// The result of a network's second-order rule ([`NetworkPlan::hvp`],
 /// [`NetworkPlan::second_order`]).
 #[derive(Clone, Debug)]
@@ -109,13 +127,7 @@ impl NetworkPlan {
         tangents: &[Option<&B::Tensor>],
         active: &[bool],
     ) -> Result<NetworkHvp<B>> {
-        let request = SecondOrder {
-            c_bar,
-            c_bar_dot: None,
-            tangents,
-            active,
-            gradient: false,
-        };
+        let request = SecondOrder::hvp(c_bar, tangents, active);
         self.second_order(be, &HeapAllocator, operands, &request)
     }
 

@@ -71,6 +71,21 @@ fn accumulate_all<B: Backend>(
     Ok(())
 }
 
+/// The finite-output check of every present output, named `"{what} of operand k"`.
+fn check_all<B: Backend>(
+    be: &B,
+    what: &str,
+    outputs: &[Option<B::Tensor>],
+    inputs: &[&B::Tensor],
+) -> Result<()> {
+    for (k, t) in outputs.iter().enumerate() {
+        if let Some(t) = t {
+            crate::finite::check(be, || format!("{what} of operand {k}"), t, inputs)?;
+        }
+    }
+    Ok(())
+}
+
 impl SlicedPlan {
     /// Checks the operand count and shapes; returns the joined dtype.
     fn check<B: Backend>(&self, be: &B, operands: &[&B::Tensor]) -> Result<DType> {
@@ -370,11 +385,7 @@ impl SlicedPlan {
         crate::finite::check(be, || "output".into(), &c, operands)?;
         let mut inputs = operands.to_vec();
         inputs.push(c_bar);
-        for (k, g) in grads.iter().enumerate() {
-            if let Some(g) = g {
-                crate::finite::check(be, || format!("the cotangent of operand {k}"), g, &inputs)?;
-            }
-        }
+        check_all(be, "the cotangent", &grads, &inputs)?;
         Ok((c, grads))
     }
 
@@ -450,13 +461,7 @@ impl SlicedPlan {
         tangents: &[Option<&B::Tensor>],
         active: &[bool],
     ) -> Result<NetworkHvp<B>> {
-        let request = SecondOrder {
-            c_bar,
-            c_bar_dot: None,
-            tangents,
-            active,
-            gradient: false,
-        };
+        let request = SecondOrder::hvp(c_bar, tangents, active);
         self.second_order(be, &HeapAllocator, operands, &request)
     }
 
@@ -502,16 +507,8 @@ impl SlicedPlan {
         inputs.push(request.c_bar);
         inputs.extend(request.c_bar_dot);
         inputs.extend(request.tangents.iter().flatten());
-        for (k, g) in gradient.iter().enumerate() {
-            if let Some(g) = g {
-                crate::finite::check(be, || format!("the gradient of operand {k}"), g, &inputs)?;
-            }
-        }
-        for (k, h) in hvp.iter().enumerate() {
-            if let Some(h) = h {
-                crate::finite::check(be, || format!("the HVP of operand {k}"), h, &inputs)?;
-            }
-        }
+        check_all(be, "the gradient", &gradient, &inputs)?;
+        check_all(be, "the HVP", &hvp, &inputs)?;
         Ok(NetworkHvp {
             value,
             gradient,
