@@ -74,8 +74,10 @@ pub enum MemoryTarget {
     /// as [`SlicedPlan::slice_bytes`] estimates them: the intermediates the slice's pullback
     /// keeps, its own result, the cotangents live at once in the reverse sweep, and at every
     /// step a scratch copy of the step's inputs and output (what a TTGT contraction may
-    /// transpose). The forward pass of one slice needs less. The caller's operands, the
-    /// returned value and the returned cotangents are not counted.
+    /// transpose), plus the bookkeeping of the recorded steps and of the one-hot vectors
+    /// (constants measured on the strided backend). The forward pass of one slice needs less.
+    /// The caller's operands, the returned value and the returned cotangents are not counted;
+    /// the bookkeeping grows with every sliced label, so a target below it cannot be met.
     Bytes {
         /// the limit
         bytes: usize,
