@@ -178,6 +178,18 @@ pub enum Error {
         /// device received
         actual: String,
     },
+    /// A caller's hook stopped a computation before its end (the `between` hook of
+    /// [`crate::network::SlicedPlan::execute_slices`] and its siblings, which a distributed
+    /// runner uses to stop every process when one fails).
+    #[error("`{arg}`: stopped before slice {at}: {reason}")]
+    Interrupted {
+        /// the hook (`"between"`)
+        arg: String,
+        /// the slice that would have run next
+        at: usize,
+        /// the hook's reason
+        reason: String,
+    },
     /// An error reported by an engine (candle, burn, dfdx), with its message.
     #[error("{backend}: {message}")]
     Backend {

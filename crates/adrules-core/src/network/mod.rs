@@ -73,7 +73,7 @@ pub use cache::PlanCache;
 pub use plan::{ChosenOrder, NetworkPlan, Step};
 pub use rules::NetworkPullback;
 pub use second::{NetworkHvp, SecondOrder};
-pub use slice::{MemoryTarget, SliceMemory, SlicedPlan, SlicedPullback, ValueAndGradient};
+pub use slice::{Between, MemoryTarget, SliceMemory, SlicedPlan, SlicedPullback, ValueAndGradient};
 pub use structure::{Label, Network, Notation};
 pub use tree::{ContractionTree, Optimizer, Order, Search};
 

@@ -408,3 +408,136 @@ fn unreachable_targets_and_bad_operands_are_typed_errors() {
         Err(Error::CountMismatch { arg, .. }) if arg == "tangents"
     ));
 }
+
+/// `*_slices` summed over `slice_ranges(p)` equals the one-process rules for every split,
+/// more parts than slices (empty ranges) included; `between` sees every slice of its range
+/// in order and stops the run with its error; bad ranges and part counts are typed errors.
+#[test]
+fn partial_sums_over_any_split_of_the_slices_equal_the_whole() {
+    let case = &cases()[1];
+    let (_, sliced) = both(case, &Order::Default);
+    let n = sliced.num_slices();
+    assert!(n >= 2);
+    let mut rng = Rng::seed(40);
+    let xs = operands(&mut rng, &case.dims, DType::C64);
+    let refs: Vec<&Tensor> = xs.iter().collect();
+    let c_bar = Strided
+        .from_host(rng.tensor(sliced.output_dims(), DType::C64))
+        .unwrap();
+    let active: Vec<bool> = (0..refs.len()).map(|k| k != 1).collect();
+    let dx = operands(&mut rng, &case.dims, DType::C64);
+    let tangents: Vec<Option<&Tensor>> = dx.iter().map(Some).collect();
+    let value = sliced.execute(&Strided, &refs).unwrap();
+    let (_, grads) = sliced
+        .value_and_gradient(&Strided, &refs, &c_bar, &active)
+        .unwrap();
+    let (_, dc) = sliced.frule(&Strided, &refs, &tangents).unwrap();
+    let add = |acc: &mut Tensor, x: &Tensor| {
+        let id = adrules_core::Permutation::identity(Strided.rank(acc));
+        let one = adrules_core::DynScalar::one(DType::C64);
+        Strided.add(acc, x, &id, Conj::No, one, one).unwrap();
+    };
+    for parts in [1, 2, 3, n, n + 2] {
+        let ranges = sliced.slice_ranges(parts).unwrap();
+        assert_eq!(ranges.len(), parts);
+        assert_eq!(ranges.iter().map(|r| r.len()).sum::<usize>(), n);
+        let lens: Vec<usize> = ranges.iter().map(|r| r.len()).collect();
+        let (lo, hi) = (lens.iter().min().unwrap(), lens.iter().max().unwrap());
+        assert!(hi - lo <= 1, "{lens:?}");
+        let (mut c, mut g, mut t) = (None::<Tensor>, vec![None::<Tensor>; refs.len()], None);
+        for range in ranges {
+            let mut seen = Vec::new();
+            let mut hook = |j: usize| {
+                seen.push(j);
+                Ok(())
+            };
+            let cj = sliced
+                .execute_slices(
+                    &Strided,
+                    &adrules_core::HeapAllocator,
+                    &refs,
+                    range.clone(),
+                    &mut hook,
+                )
+                .unwrap();
+            assert_eq!(seen, range.clone().collect::<Vec<_>>());
+            let (_, gj) = sliced
+                .value_and_gradient_slices(
+                    &Strided,
+                    &refs,
+                    &c_bar,
+                    &active,
+                    range.clone(),
+                    &mut |_| Ok(()),
+                )
+                .unwrap();
+            let (_, tj) = sliced
+                .frule_slices(&Strided, &refs, &tangents, range, &mut |_| Ok(()))
+                .unwrap();
+            match &mut c {
+                None => c = Some(cj),
+                Some(c) => add(c, &cj),
+            }
+            match &mut t {
+                None => t = Some(tj),
+                Some(t) => add(t, &tj),
+            }
+            for (k, gk) in gj.into_iter().enumerate() {
+                assert_eq!(gk.is_some(), active[k]);
+                match (&mut g[k], gk) {
+                    (None, x) => g[k] = x,
+                    (Some(acc), Some(x)) => add(acc, &x),
+                    (Some(_), None) => unreachable!(),
+                }
+            }
+        }
+        let c = sliced.finish_value(&Strided, &refs, c.unwrap()).unwrap();
+        close(&c, &value, &format!("{parts} parts: value"));
+        let t = sliced
+            .finish_frule(&Strided, &refs, &tangents, c.clone(), t.unwrap())
+            .unwrap()
+            .1;
+        close(&t, &dc, &format!("{parts} parts: tangent"));
+        let (_, g) = sliced
+            .finish_gradient(&Strided, &refs, &c_bar, c, g)
+            .unwrap();
+        for k in 0..refs.len() {
+            if let (Some(a), Some(b)) = (&g[k], &grads[k]) {
+                close(a, b, &format!("{parts} parts: cotangent {k}"));
+            }
+        }
+    }
+    // the hook stops the run before the slice it refuses
+    let mut stop = |j: usize| {
+        if j == 1 {
+            Err(Error::Interrupted {
+                arg: "between".into(),
+                at: j,
+                reason: "test".into(),
+            })
+        } else {
+            Ok(())
+        }
+    };
+    let err = sliced
+        .value_and_gradient_slices(&Strided, &refs, &c_bar, &active, 0..n, &mut stop)
+        .unwrap_err();
+    assert!(matches!(err, Error::Interrupted { at: 1, .. }), "{err}");
+    // bad ranges and part counts
+    assert!(
+        matches!(sliced.slice_ranges(0), Err(Error::InvalidArgument { arg, .. }) if arg == "parts")
+    );
+    for bad in [0..n + 1, n + 1..n + 2] {
+        let err = sliced
+            .frule_slices(&Strided, &refs, &tangents, bad.clone(), &mut |_| Ok(()))
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidArgument { arg, .. } if arg == "range"),
+            "{bad:?}: {err}"
+        );
+    }
+    // which operands carry a sliced label
+    let sliced_ops = sliced.sliced_operands();
+    assert_eq!(sliced_ops.len(), refs.len());
+    assert!(sliced_ops.iter().any(|&s| s));
+}

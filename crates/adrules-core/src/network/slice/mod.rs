@@ -51,7 +51,7 @@
 
 mod run;
 
-pub use run::{SlicedPullback, ValueAndGradient};
+pub use run::{Between, SlicedPullback, ValueAndGradient};
 
 use super::greedy::{SplitMix, walk_merges};
 use super::plan::{NetworkPlan, prepare};
@@ -411,6 +411,16 @@ impl SlicedPlan {
     /// The dimensions of the sliced labels.
     pub fn sliced_dims(&self) -> &[usize] {
         &self.dims
+    }
+
+    /// Per operand, whether one of its axes carries a sliced label: the operands whose
+    /// cotangents each slice scatters into (the others' accumulate over every slice).
+    pub fn sliced_operands(&self) -> Vec<bool> {
+        let mut sliced = vec![false; self.num_operands()];
+        for &(_, k) in &self.vectors {
+            sliced[k] = true;
+        }
+        sliced
     }
 
     /// Number of slices: the product of [`sliced_dims`](Self::sliced_dims).

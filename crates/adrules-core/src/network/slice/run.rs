@@ -13,6 +13,10 @@ use crate::network::{NetworkHvp, SecondOrder};
 use crate::scalar::{DType, DynScalar};
 use crate::spec::{Conj, Permutation};
 
+/// The hook the `*_slices` methods call before each slice with the slice's index; an error
+/// it returns (typically [`Error::Interrupted`]) stops the run and is returned.
+pub type Between<'a> = &'a mut dyn FnMut(usize) -> Result<()>;
+
 /// A network's value and the cotangent of each operand (`None` for the inactive ones), as
 /// [`SlicedPlan::value_and_gradient`] returns them.
 pub type ValueAndGradient<T> = (T, Vec<Option<T>>);
@@ -208,7 +212,16 @@ impl SlicedPlan {
         let dtype = self.check(be, operands)?;
         let hots = self.one_hots(be, operands)?;
         let mut c = alloc.allocate(be, self.output_dims(), dtype, Lifetime::Persistent)?;
-        self.execute_range(be, alloc, operands, &hots, 0..self.slices, &mut c, dtype)?;
+        self.execute_range(
+            be,
+            alloc,
+            operands,
+            &hots,
+            0..self.slices,
+            &mut c,
+            dtype,
+            &mut |_| Ok(()),
+        )?;
         crate::finite::check(be, || "output".into(), &c, operands)?;
         Ok(c)
     }
@@ -224,10 +237,12 @@ impl SlicedPlan {
         range: std::ops::Range<usize>,
         c: &mut B::Tensor,
         dtype: DType,
+        between: Between<'_>,
     ) -> Result<()> {
         let one = DynScalar::one(dtype);
         let start = range.start;
         for j in range {
+            between(j)?;
             let beta = if j == start {
                 DynScalar::zero(dtype)
             } else {
@@ -264,7 +279,16 @@ impl SlicedPlan {
             .into_par_iter()
             .map(|range| {
                 let mut c = be.empty(self.output_dims(), dtype)?;
-                self.execute_range(be, &HeapAllocator, operands, &hots, range, &mut c, dtype)?;
+                self.execute_range(
+                    be,
+                    &HeapAllocator,
+                    operands,
+                    &hots,
+                    range,
+                    &mut c,
+                    dtype,
+                    &mut |_| Ok(()),
+                )?;
                 Ok(Some(c))
             })
             .collect::<Result<_>>()?;
@@ -277,13 +301,11 @@ impl SlicedPlan {
         Ok(c)
     }
 
-    /// `workers` contiguous ranges covering the slices.
+    /// `workers` non-empty contiguous ranges covering the slices.
     fn partition(&self, workers: usize) -> Vec<std::ops::Range<usize>> {
         let w = workers.clamp(1, self.slices.max(1));
-        (0..w)
-            .map(|i| (self.slices * i / w)..(self.slices * (i + 1) / w))
-            .filter(|r| !r.is_empty())
-            .collect()
+        let ranges = self.slice_ranges(w).unwrap_or_default();
+        ranges.into_iter().filter(|r| !r.is_empty()).collect()
     }
 
     /// The value and a pullback that runs the slices again when applied (no intermediate is
@@ -328,7 +350,9 @@ impl SlicedPlan {
         self.check(be, operands)?;
         self.check_flags("active", active.len())?;
         let hots = self.one_hots(be, operands)?;
-        let (c, grads) = self.gradient_range(be, operands, &hots, c_bar, active, 0..self.slices)?;
+        let all = 0..self.slices;
+        let (c, grads) =
+            self.gradient_range(be, operands, &hots, c_bar, active, all, &mut |_| Ok(()))?;
         self.finish_gradient(be, operands, c_bar, c, grads)
     }
 
@@ -362,7 +386,9 @@ impl SlicedPlan {
         let parts = self.partition(self.parallelism(target, acc));
         let partial: Vec<ValueAndGradient<B::Tensor>> = parts
             .into_par_iter()
-            .map(|range| self.gradient_range(be, operands, &hots, c_bar, active, range))
+            .map(|range| {
+                self.gradient_range(be, operands, &hots, c_bar, active, range, &mut |_| Ok(()))
+            })
             .collect::<Result<_>>()?;
         let (mut c, mut grads) = (None, vec![None; operands.len()]);
         for (cj, gj) in partial {
@@ -373,8 +399,14 @@ impl SlicedPlan {
         self.finish_gradient(be, operands, c_bar, c, grads)
     }
 
-    /// The finite-output check of the summed value and cotangents.
-    fn finish_gradient<B: Backend>(
+    /// The finite-output check of the summed value and cotangents (of
+    /// [`value_and_gradient_slices`](Self::value_and_gradient_slices) summed over every
+    /// range): returns them unchanged, or [`Error::NonFinite`] naming the output or the
+    /// cotangent that overflowed although every input is finite.
+    ///
+    /// # Errors
+    /// [`Error::NonFinite`]; the backend's errors.
+    pub fn finish_gradient<B: Backend>(
         &self,
         be: &B,
         operands: &[&B::Tensor],
@@ -398,11 +430,13 @@ impl SlicedPlan {
         c_bar: &B::Tensor,
         active: &[bool],
         range: std::ops::Range<usize>,
+        between: Between<'_>,
     ) -> Result<ValueAndGradient<B::Tensor>> {
         let n = operands.len();
         let active = self.extended(active, false);
         let (mut c, mut grads) = (None, vec![None; n]);
         for j in range {
+            between(j)?;
             let ops = self.slice_operands(operands, hots, j);
             let (cj, pullback) = self.plan.rrule(be, &ops, &active)?;
             accumulate(be, &mut c, cj)?;
@@ -426,20 +460,26 @@ impl SlicedPlan {
         operands: &[&B::Tensor],
         tangents: &[Option<&B::Tensor>],
     ) -> Result<(B::Tensor, B::Tensor)> {
-        self.check(be, operands)?;
-        self.check_flags("tangents", tangents.len())?;
-        let hots = self.one_hots(be, operands)?;
-        let tangents = self.extended(tangents, None);
-        let (mut c, mut dc) = (None, None);
-        for j in 0..self.slices {
-            let ops = self.slice_operands(operands, &hots, j);
-            let (cj, dcj) = self.plan.frule(be, &ops, &tangents)?;
-            accumulate(be, &mut c, cj)?;
-            accumulate(be, &mut dc, dcj)?;
-        }
-        let (Some(c), Some(dc)) = (c, dc) else {
-            return Err(Error::invalid("plan", "a sliced plan without slices"));
-        };
+        let all = 0..self.slices;
+        let (c, dc) = self.frule_slices(be, operands, tangents, all, &mut |_| Ok(()))?;
+        self.finish_frule(be, operands, tangents, c, dc)
+    }
+
+    /// The finite-output check of a summed value and tangent (of
+    /// [`frule_slices`](Self::frule_slices) summed over every range): returns them
+    /// unchanged, or [`Error::NonFinite`] naming the one that overflowed although every
+    /// input is finite.
+    ///
+    /// # Errors
+    /// [`Error::NonFinite`]; the backend's errors.
+    pub fn finish_frule<B: Backend>(
+        &self,
+        be: &B,
+        operands: &[&B::Tensor],
+        tangents: &[Option<&B::Tensor>],
+        c: B::Tensor,
+        dc: B::Tensor,
+    ) -> Result<(B::Tensor, B::Tensor)> {
         crate::finite::check(be, || "output".into(), &c, operands)?;
         let mut inputs = operands.to_vec();
         inputs.extend(tangents.iter().flatten());
@@ -514,5 +554,158 @@ impl SlicedPlan {
             gradient,
             hvp,
         })
+    }
+}
+
+/// # Partial sums over ranges of slices
+///
+/// The value, the cotangents and the tangent of a sliced network are sums over its slices,
+/// so any split of the slices into ranges (threads, processes, hosts) gives the same result
+/// once the partial sums are added: rank `r` of `p` runs `slice_ranges(p)[r]`, the
+/// partial results are summed (an all-reduce), and the `finish_*` method checks the sum as
+/// the one-process methods check theirs. A range may be empty (more parts than slices): its
+/// partial sums are zeros of the shapes and dtypes every other range returns, so that all
+/// parts contribute buffers of one layout. `between` runs before each slice with its index
+/// and may stop the run (a distributed runner polls its peers there).
+impl SlicedPlan {
+    /// `parts` contiguous ranges of slices covering `0..num_slices()` in order, their
+    /// lengths differing by at most one (every slice costs the same: they share one plan),
+    /// some empty when `parts > num_slices()`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] (argument `"parts"`) for zero parts.
+    pub fn slice_ranges(&self, parts: usize) -> Result<Vec<std::ops::Range<usize>>> {
+        if parts == 0 {
+            return Err(Error::invalid("parts", "at least one part is needed"));
+        }
+        Ok((0..parts)
+            .map(|i| (self.slices * i / parts)..(self.slices * (i + 1) / parts))
+            .collect())
+    }
+
+    fn check_range(&self, range: &std::ops::Range<usize>) -> Result<()> {
+        if range.start <= range.end && range.end <= self.slices {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            "range",
+            format!(
+                "{range:?} is not a range of the {} slices (0..{})",
+                self.slices, self.slices
+            ),
+        ))
+    }
+
+    /// `Σ_{j ∈ range} C_j`, a new tensor of the output's shape and the operands' joined
+    /// dtype (zeros for an empty range), each slice's temporaries from `alloc`. Not checked
+    /// for finiteness: check the sum with [`finish_value`](Self::finish_value).
+    ///
+    /// # Errors
+    /// As [`execute`](Self::execute); [`Error::InvalidArgument`] (argument `"range"`) for a
+    /// range outside `0..num_slices()`; the error `between` returns.
+    pub fn execute_slices<B: Backend, A: Allocator<B>>(
+        &self,
+        be: &B,
+        alloc: &A,
+        operands: &[&B::Tensor],
+        range: std::ops::Range<usize>,
+        between: Between<'_>,
+    ) -> Result<B::Tensor> {
+        let dtype = self.check(be, operands)?;
+        self.check_range(&range)?;
+        if range.is_empty() {
+            return be.zeros(self.output_dims(), dtype);
+        }
+        let hots = self.one_hots(be, operands)?;
+        let mut c = alloc.allocate(be, self.output_dims(), dtype, Lifetime::Persistent)?;
+        self.execute_range(be, alloc, operands, &hots, range, &mut c, dtype, between)?;
+        Ok(c)
+    }
+
+    /// The finite-output check of a summed value (of [`execute_slices`](Self::execute_slices)
+    /// over every range): returns it, or [`Error::NonFinite`] (argument `"output"`).
+    ///
+    /// # Errors
+    /// [`Error::NonFinite`]; the backend's errors.
+    pub fn finish_value<B: Backend>(
+        &self,
+        be: &B,
+        operands: &[&B::Tensor],
+        c: B::Tensor,
+    ) -> Result<B::Tensor> {
+        crate::finite::check(be, || "output".into(), &c, operands)?;
+        Ok(c)
+    }
+
+    /// The value and the active operands' cotangents summed over the slices of `range`
+    /// (zeros for an empty range; `None` for the inactive operands). Not checked for
+    /// finiteness: check the sums with [`finish_gradient`](Self::finish_gradient).
+    ///
+    /// # Errors
+    /// As [`value_and_gradient`](Self::value_and_gradient); [`Error::InvalidArgument`]
+    /// (argument `"range"`); the error `between` returns.
+    pub fn value_and_gradient_slices<B: Backend>(
+        &self,
+        be: &B,
+        operands: &[&B::Tensor],
+        c_bar: &B::Tensor,
+        active: &[bool],
+        range: std::ops::Range<usize>,
+        between: Between<'_>,
+    ) -> Result<ValueAndGradient<B::Tensor>> {
+        let dtype = self.check(be, operands)?;
+        self.check_flags("active", active.len())?;
+        self.check_range(&range)?;
+        if range.is_empty() {
+            let c = be.zeros(self.output_dims(), dtype)?;
+            let grads = (operands.iter().zip(active))
+                .map(|(t, &a)| a.then(|| be.zeros(&be.dims(t), be.dtype(t))).transpose())
+                .collect::<Result<_>>()?;
+            return Ok((c, grads));
+        }
+        let hots = self.one_hots(be, operands)?;
+        self.gradient_range(be, operands, &hots, c_bar, active, range, between)
+    }
+
+    /// The value and its tangent summed over the slices of `range` (zeros for an empty
+    /// range), for operand tangents `tangents` (`None` a zero tangent). Not checked for
+    /// finiteness: check the sums with [`finish_frule`](Self::finish_frule).
+    ///
+    /// # Errors
+    /// As [`frule`](Self::frule); [`Error::InvalidArgument`] (argument `"range"`); the error
+    /// `between` returns.
+    pub fn frule_slices<B: Backend>(
+        &self,
+        be: &B,
+        operands: &[&B::Tensor],
+        tangents: &[Option<&B::Tensor>],
+        range: std::ops::Range<usize>,
+        between: Between<'_>,
+    ) -> Result<(B::Tensor, B::Tensor)> {
+        let dtype = self.check(be, operands)?;
+        self.check_flags("tangents", tangents.len())?;
+        self.check_range(&range)?;
+        if range.is_empty() {
+            let tangent_dtype = tangents
+                .iter()
+                .flatten()
+                .fold(dtype, |d, t| d.join(be.dtype(t)));
+            let c = be.zeros(self.output_dims(), dtype)?;
+            return Ok((c, be.zeros(self.output_dims(), tangent_dtype)?));
+        }
+        let hots = self.one_hots(be, operands)?;
+        let tangents = self.extended(tangents, None);
+        let (mut c, mut dc) = (None, None);
+        for j in range {
+            between(j)?;
+            let ops = self.slice_operands(operands, &hots, j);
+            let (cj, dcj) = self.plan.frule(be, &ops, &tangents)?;
+            accumulate(be, &mut c, cj)?;
+            accumulate(be, &mut dc, dcj)?;
+        }
+        let (Some(c), Some(dc)) = (c, dc) else {
+            return Err(Error::invalid("plan", "a sliced plan without slices"));
+        };
+        Ok((c, dc))
     }
 }
