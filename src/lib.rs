@@ -84,6 +84,11 @@ pub use adrules_candle as candle;
 /// dfdx tensors.
 #[cfg(feature = "dfdx")]
 pub use adrules_dfdx as dfdx;
+/// Sliced networks across MPI ranks (feature `mpi`): [`mpi::Distributed`] runs a
+/// [`SlicedPlan`](adrules_core::network::SlicedPlan)'s value, pullback and pushforward over a
+/// communicator's ranks, with typed errors for failing or killed ranks.
+#[cfg(feature = "mpi")]
+pub use adrules_mpi as mpi;
 
 /// The code blocks of `README.md`, compiled and run as doc tests (they use the strided backend,
 /// burn and candle, so only a build with those features runs them: the union feature set of

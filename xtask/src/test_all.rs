@@ -25,6 +25,10 @@
 //! every doc test on each run, and the facade's one feature-gated doc test runs there with
 //! every feature.
 //!
+//! Before the steps, Open MPI and libclang are installed with apt-get when they are missing
+//! and the process is root (the `mpi` feature's crate, `adrules-mpi`, is a workspace member
+//! whose build needs them, and its tests run `mpirun -n 2`, `-n 3` and `-n 4` on loopback).
+//!
 //! The feature sets are read from `cargo metadata`, so a feature added to the facade is tested
 //! without editing this file.
 
@@ -95,6 +99,62 @@ fn feature_sets() -> Result<Vec<Vec<String>>, String> {
     Ok(sets)
 }
 
+/// The Debian packages the `mpi` feature needs: Open MPI (the library, `mpicc`, `mpirun`) and
+/// libclang (the `mpi` crate generates its bindings with bindgen).
+pub const MPI_PACKAGES: &[&str] = &["openmpi-bin", "libopenmpi-dev", "libclang-dev"];
+
+/// Whether Open MPI and libclang are installed: `mpicc` and `mpirun` on the path, and a
+/// `libclang` the dynamic linker knows.
+fn mpi_installed() -> bool {
+    let found = |cmd: &str| {
+        std::process::Command::new("sh")
+            .args(["-c", cmd])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    found("command -v mpicc && command -v mpirun")
+        && found("ldconfig -p | grep -q libclang || ls /usr/lib/llvm-*/lib/libclang*.so*")
+}
+
+/// Installs [`MPI_PACKAGES`] with apt-get when they are missing and this process is root (as
+/// on CI and a fresh machine); otherwise says what to install.
+///
+/// # Errors
+/// The packages are missing and cannot be installed here, or apt-get failed.
+fn ensure_mpi() -> Result<(), String> {
+    if mpi_installed() {
+        return Ok(());
+    }
+    let packages = MPI_PACKAGES.join(" ");
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false);
+    if !root {
+        return Err(format!(
+            "the MPI tests need Open MPI and libclang: install them with \
+             `sudo apt-get install {packages}` (or your system's packages), then rerun"
+        ));
+    }
+    eprintln!("test-all: installing {packages} (the `mpi` feature's build and tests need them)");
+    let status = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+                 {packages}"
+            ),
+        ])
+        .status()
+        .map_err(|e| format!("apt-get: {e}"))?;
+    if !status.success() || !mpi_installed() {
+        return Err(format!("apt-get could not install {packages}"));
+    }
+    Ok(())
+}
+
 /// Runs every step (see the module documentation), then prints the table of steps with their
 /// times and test counts.
 ///
@@ -102,6 +162,7 @@ fn feature_sets() -> Result<Vec<Vec<String>>, String> {
 /// The first step that fails (the table of the steps before it is printed).
 pub fn test_all() -> Result<(), String> {
     let start = Instant::now();
+    ensure_mpi()?;
     let sets = feature_sets()?;
     let (union, facade_sets) = sets.split_last().ok_or("no feature sets")?;
     let mut commands = Vec::new();

@@ -291,10 +291,10 @@ impl<'c> Exchange<'c> {
                     self.decide(f);
                 }
             }
-        } else if self.decided.is_none() {
-            if let Some(bytes) = self.verdict.as_mut().and_then(Pending::test) {
-                self.decided = Some(Status::decode(&bytes));
-            }
+        } else if self.decided.is_none()
+            && let Some(bytes) = self.verdict.as_mut().and_then(Pending::test)
+        {
+            self.decided = Some(Status::decode(&bytes));
         }
         for (_, s) in &mut self.sends {
             s.test();

@@ -332,10 +332,10 @@ impl Distributed {
         let started = Instant::now();
         let verdict = exchange.finish(status, self.timeout);
         if let Some(mut e) = verdict.error(started.elapsed()) {
-            if let Error::RankFailed { rank: r, local, .. } = &mut e {
-                if *r == rank {
-                    *local = local_error;
-                }
+            if let Error::RankFailed { rank: r, local, .. } = &mut e
+                && *r == rank
+            {
+                *local = local_error;
             }
             return Err(e);
         }

@@ -8,3 +8,5 @@ mod cli;
 mod ctmrg;
 mod ctmrg_memory;
 mod ising2d;
+#[cfg(feature = "mpi")]
+mod sliced_mpi;

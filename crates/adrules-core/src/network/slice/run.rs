@@ -422,6 +422,7 @@ impl SlicedPlan {
     }
 
     /// Value and cotangents summed over the slices of `range`.
+    #[allow(clippy::too_many_arguments)]
     fn gradient_range<B: Backend>(
         &self,
         be: &B,
