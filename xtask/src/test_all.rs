@@ -6,7 +6,7 @@
 //!    a GPU nor a graphics driver, [`CPU_BACKENDS`]) on the whole workspace: clippy
 //!    `-D warnings` on every target, then every package's tests (one integration-test binary
 //!    per package, the unit tests, the benches in test mode; among them the fuzz package's,
-//!    which fuzzes every target for 5 s and replays the saved reproducers), then every
+//!    which fuzzes 3,200 inputs (at least 100 per target) and replays the saved reproducers), then every
 //!    package's doc tests;
 //! 3. for each **other feature set of the facade** `adrules` (no default features, the
 //!    defaults, each adapter on top of the defaults): clippy `-D warnings` on every target of
