@@ -10,8 +10,9 @@
 //! - The partial sums are reduced once: a reduce to rank 0 in a fixed order, then a
 //!   broadcast, so that every rank holds the *same bits* (an all-reduce may round
 //!   differently on different ranks).
-//! - [`Distributed::execute`] (value), [`Distributed::value_and_gradient`] (value and
-//!   pullback: the cotangents of operands without a sliced label are reduced; those of
+//! - [`Distributed::execute`] (value), [`Distributed::rrule`] (value and a pullback that
+//!   reruns the slices when applied), [`Distributed::value_and_gradient`] (value and
+//!   pullback in one pass: the cotangents of operands without a sliced label are reduced; those of
 //!   operands with one are reduced too, or left as each rank's partial sum with
 //!   [`Cotangents::Local`]) and [`Distributed::frule`] (pushforward), for `f32`, `f64`,
 //!   `Complex32` and `Complex64` on any [`Backend`].
@@ -251,6 +252,41 @@ impl Distributed {
         Ok(plan.finish_gradient(be, operands, c_bar, c, grads)?)
     }
 
+    /// The value and a pullback for an output cotangent not known yet (a non-scalar output):
+    /// as [`SlicedPlan::rrule`], the pullback keeps handles of the operands only and runs
+    /// every rank's slices again, forward and reverse, when applied (a collective call, as
+    /// this one).
+    ///
+    /// # Errors
+    /// As [`execute`](Self::execute); [`Error::Core`] with
+    /// [`CountMismatch`](adrules_core::Error::CountMismatch) (argument `"active"`) when
+    /// `active` does not have one flag per operand (the same on every rank).
+    pub fn rrule<'d, B: Backend>(
+        &'d self,
+        plan: &SlicedPlan,
+        be: &B,
+        operands: &[&B::Tensor],
+        active: &[bool],
+    ) -> Result<(B::Tensor, DistributedPullback<'d, B>)> {
+        if active.len() != plan.num_operands() {
+            return Err(adrules_core::Error::CountMismatch {
+                arg: "active".into(),
+                expected: plan.num_operands(),
+                actual: active.len(),
+            }
+            .into());
+        }
+        let c = self.execute(plan, be, operands)?;
+        let pullback = DistributedPullback {
+            dist: self,
+            plan: plan.clone(),
+            be: be.clone(),
+            operands: operands.iter().map(|&t| t.clone()).collect(),
+            active: active.to_vec(),
+        };
+        Ok((c, pullback))
+    }
+
     /// The value and its tangent `Ċ = Σ_j Ċ_j` for operand tangents `tangents` (`None` a
     /// zero tangent), the same on every rank.
     ///
@@ -408,6 +444,50 @@ impl Distributed {
             }
             std::thread::sleep(Duration::from_micros(50));
         }
+    }
+}
+
+/// The pullback of [`Distributed::rrule`]: handles of the operands, no intermediate.
+pub struct DistributedPullback<'d, B: Backend> {
+    dist: &'d Distributed,
+    plan: SlicedPlan,
+    be: B,
+    operands: Vec<B::Tensor>,
+    active: Vec<bool>,
+}
+
+impl<B: Backend> std::fmt::Debug for DistributedPullback<'_, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DistributedPullback")
+            .field("dist", self.dist)
+            .field("slices", &self.plan.num_slices())
+            .field("active", &self.active)
+            .finish()
+    }
+}
+
+impl<B: Backend> DistributedPullback<'_, B> {
+    /// The cotangent of every active operand (`None` for the others) for the output
+    /// cotangent `c_bar`, reduced as `cotangents` says: every rank's slices run again, so
+    /// this is a collective call.
+    ///
+    /// # Errors
+    /// As [`Distributed::value_and_gradient`].
+    pub fn pullback(
+        &self,
+        c_bar: &B::Tensor,
+        cotangents: Cotangents,
+    ) -> Result<Vec<Option<B::Tensor>>> {
+        let operands: Vec<&B::Tensor> = self.operands.iter().collect();
+        let (_, grads) = self.dist.value_and_gradient(
+            &self.plan,
+            &self.be,
+            &operands,
+            c_bar,
+            &self.active,
+            cotangents,
+        )?;
+        Ok(grads)
     }
 }
 
