@@ -1,10 +1,14 @@
 //! The status exchange that keeps every rank's wait bounded: each rank sends rank 0 one
 //! fixed-size status (success with a fingerprint of its call, or its failure); rank 0 answers
 //! every rank with one verdict. Rank 0 polls the statuses between its own slices and every
-//! other rank polls for an early verdict between its slices, so one rank's failure stops the
-//! others at their next slice boundary. Every wait has a deadline; a message that did not
-//! arrive by then has its receive cancelled and its buffer deliberately leaked, since MPI
-//! may still write into it.
+//! other rank polls for an early verdict between its slices, so one rank's failure stops rank
+//! 0 at its next slice boundary and every other rank at the boundary after the verdict
+//! arrives. Every rank also sends a sign of life ("alive") between its slices at least every
+//! quarter of the timeout, and rank 0 while it waits; a rank is named silent when a peer
+//! waiting for it has heard nothing from it for the timeout. Every message carries the call's
+//! number, so a late message of an earlier call is recognised and dropped. A message that
+//! did not arrive has its receive cancelled and its buffer deliberately leaked, since MPI may
+//! still write into it.
 
 use std::time::{Duration, Instant};
 
@@ -14,13 +18,18 @@ use mpi::traits::*;
 
 use crate::error::{Error, Failure};
 
-/// Bytes of one status or verdict message.
+/// Bytes of one message.
 const MESSAGE: usize = 1024;
+/// The first byte of every message (a zeroed or foreign buffer is refused).
+const MAGIC: u8 = 0xAD;
+/// Bytes before a message's text: magic, kind, call, two words, text length.
+const HEADER: usize = 28;
 /// How long a rank sleeps between polls of a pending message.
 const POLL: Duration = Duration::from_micros(200);
 /// After a failure verdict, how long rank 0 keeps receiving the other ranks' statuses (so
-/// that they do not linger unmatched) before it cancels the receives.
-const DRAIN: Duration = Duration::from_secs(2);
+/// that they do not linger unmatched), and how long any rank waits for its own sends to
+/// complete, before it cancels them.
+pub(crate) const DRAIN: Duration = Duration::from_secs(2);
 
 /// What one rank reports, or what rank 0 decides.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,25 +49,27 @@ pub(crate) enum Status {
     Silent { ranks: Vec<usize> },
     /// verdict: a rank's call differs from rank 0's
     Mismatch { rank: usize, what: String },
+    /// a sign of life between slices
+    Alive,
 }
 
 impl Status {
-    fn encode(&self) -> Vec<u8> {
+    fn encode(&self, call: u64) -> Vec<u8> {
         let (code, a, b, text): (u8, u64, u64, String) = match self {
-            Status::Ready { fingerprint, what } => (0, *fingerprint, 0, what.clone()),
+            Status::Ready { fingerprint, what } => (1, *fingerprint, 0, what.clone()),
             Status::Failed {
                 rank,
                 failure,
                 reason,
             } => (
-                1,
+                2,
                 *rank as u64,
                 matches!(failure, Failure::Panic) as u64,
                 reason.clone(),
             ),
-            Status::Stopped => (2, 0, 0, String::new()),
+            Status::Stopped => (3, 0, 0, String::new()),
             Status::Silent { ranks } => (
-                3,
+                4,
                 0,
                 0,
                 ranks
@@ -67,34 +78,49 @@ impl Status {
                     .collect::<Vec<_>>()
                     .join(","),
             ),
-            Status::Mismatch { rank, what } => (4, *rank as u64, 0, what.clone()),
+            Status::Mismatch { rank, what } => (5, *rank as u64, 0, what.clone()),
+            Status::Alive => (6, 0, 0, String::new()),
         };
         let mut buf = vec![0u8; MESSAGE];
-        buf[0] = code;
-        buf[1..9].copy_from_slice(&a.to_le_bytes());
-        buf[9..17].copy_from_slice(&b.to_le_bytes());
+        buf[0] = MAGIC;
+        buf[1] = code;
+        buf[2..10].copy_from_slice(&call.to_le_bytes());
+        buf[10..18].copy_from_slice(&a.to_le_bytes());
+        buf[18..26].copy_from_slice(&b.to_le_bytes());
         // the text, cut at a character boundary to fit
-        let mut end = text.len().min(MESSAGE - 19);
+        let mut end = text.len().min(MESSAGE - HEADER);
         while !text.is_char_boundary(end) {
             end -= 1;
         }
-        buf[17..19].copy_from_slice(&(end as u16).to_le_bytes());
-        buf[19..19 + end].copy_from_slice(&text.as_bytes()[..end]);
+        buf[26..28].copy_from_slice(&(end as u16).to_le_bytes());
+        buf[HEADER..HEADER + end].copy_from_slice(&text.as_bytes()[..end]);
         buf
     }
 
-    fn decode(buf: &[u8]) -> Status {
-        let word =
-            |r: std::ops::Range<usize>| u64::from_le_bytes(buf[r].try_into().unwrap_or_default());
-        let (a, b) = (word(1..9), word(9..17));
-        let len = (u16::from_le_bytes([buf[17], buf[18]]) as usize).min(MESSAGE - 19);
-        let text = String::from_utf8_lossy(&buf[19..19 + len]).into_owned();
-        match buf[0] {
-            0 => Status::Ready {
+    /// The call number and the status, or why the bytes are not a message of this crate.
+    fn decode(buf: &[u8]) -> Result<(u64, Status), String> {
+        if buf.len() != MESSAGE || buf[0] != MAGIC {
+            return Err(format!(
+                "{} bytes starting {:?}: not a status message (another library's message on \
+                 this communicator, or a failed receive)",
+                buf.len(),
+                &buf[..buf.len().min(4)]
+            ));
+        }
+        let word = |r: std::ops::Range<usize>| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&buf[r]);
+            u64::from_le_bytes(w)
+        };
+        let (call, a, b) = (word(2..10), word(10..18), word(18..26));
+        let len = (u16::from_le_bytes([buf[26], buf[27]]) as usize).min(MESSAGE - HEADER);
+        let text = String::from_utf8_lossy(&buf[HEADER..HEADER + len]).into_owned();
+        let status = match buf[1] {
+            1 => Status::Ready {
                 fingerprint: a,
                 what: text,
             },
-            1 => Status::Failed {
+            2 => Status::Failed {
                 rank: a as usize,
                 failure: if b == 1 {
                     Failure::Panic
@@ -103,26 +129,28 @@ impl Status {
                 },
                 reason: text,
             },
-            2 => Status::Stopped,
-            3 => Status::Silent {
+            3 => Status::Stopped,
+            4 => Status::Silent {
                 ranks: text.split(',').filter_map(|r| r.parse().ok()).collect(),
             },
-            4 => Status::Mismatch {
+            5 => Status::Mismatch {
                 rank: a as usize,
                 what: text,
             },
-            c => Status::Failed {
-                rank: 0,
-                failure: Failure::Error,
-                reason: format!("a message of unknown kind {c} (ranks of different versions?)"),
-            },
-        }
+            6 => Status::Alive,
+            c => {
+                return Err(format!(
+                    "a message of unknown kind {c} (ranks of different versions?)"
+                ));
+            }
+        };
+        Ok((call, status))
     }
 
     /// The error every rank returns for this verdict (`None` for success).
     pub(crate) fn error(&self, waited: Duration) -> Option<Error> {
         match self {
-            Status::Ready { .. } | Status::Stopped => None,
+            Status::Ready { .. } | Status::Stopped | Status::Alive => None,
             Status::Failed {
                 rank,
                 failure,
@@ -222,38 +250,54 @@ impl Drop for Pending {
 }
 
 /// One exchange: the receives are posted when a call starts, polled between slices and
-/// completed (or abandoned at the deadline) when the rank's own part is done.
+/// completed (or abandoned) when the rank's own part is done.
 pub(crate) struct Exchange<'c> {
     comm: &'c SimpleCommunicator,
     tag: i32,
+    call: u64,
     rank: usize,
-    /// rank 0: the statuses of ranks 1.. (`None` once received); others: the verdict
+    timeout: Duration,
+    /// rank 0: the receive of each rank's status (`None` once it has reported)
     statuses: Vec<Option<Pending>>,
     received: Vec<Option<Status>>,
+    /// the last time each rank was heard from (rank 0 for the others, the others for rank 0)
+    seen: Vec<Instant>,
+    /// the other ranks: the receive of rank 0's verdict
     verdict: Option<Pending>,
     /// rank 0: the verdict it sent; others: the one it received
     decided: Option<Status>,
     /// sends not yet complete, with their destination
     sends: Vec<(usize, Pending)>,
+    last_beat: Instant,
 }
 
 impl<'c> Exchange<'c> {
-    pub(crate) fn start(comm: &'c SimpleCommunicator, tag: i32) -> Exchange<'c> {
+    pub(crate) fn start(
+        comm: &'c SimpleCommunicator,
+        tag: i32,
+        call: u64,
+        timeout: Duration,
+    ) -> Exchange<'c> {
         let rank = comm.rank() as usize;
         let size = comm.size() as usize;
+        let now = Instant::now();
         let mut ex = Exchange {
             comm,
             tag,
+            call,
             rank,
+            timeout,
             statuses: Vec::new(),
             received: vec![None; size],
+            seen: vec![now; size],
             verdict: None,
             decided: None,
             sends: Vec::new(),
+            last_beat: now,
         };
         if rank == 0 {
-            ex.statuses = (1..size)
-                .map(|r| Some(Pending::receive(comm, r, tag)))
+            ex.statuses = (0..size)
+                .map(|r| (r > 0).then(|| Pending::receive(comm, r, tag)))
                 .collect();
         } else {
             ex.verdict = Some(Pending::receive(comm, 0, tag));
@@ -261,40 +305,76 @@ impl<'c> Exchange<'c> {
         ex
     }
 
+    fn send(&mut self, to: usize, status: &Status) {
+        let message = status.encode(self.call);
+        self.sends
+            .push((to, Pending::send(self.comm, to, self.tag, message)));
+    }
+
     /// Rank 0: sends `verdict` to every other rank (a rank named silent may only be slow:
     /// it gets the verdict too, but no one waits for that send to complete).
     fn decide(&mut self, verdict: Status) {
-        let message = verdict.encode();
         for r in 1..self.received.len() {
-            self.sends
-                .push((r, Pending::send(self.comm, r, self.tag, message.clone())));
+            self.send(r, &verdict);
         }
         self.decided = Some(verdict);
+    }
+
+    /// What a completed receive from `from` brings: a status of this call, or `None` (a
+    /// sign of life, or a late message of an earlier call) when the receive must be posted
+    /// again.
+    fn take(&mut self, from: usize, bytes: &[u8]) -> Option<Status> {
+        match Status::decode(bytes) {
+            Err(why) => Some(Status::Failed {
+                rank: from,
+                failure: Failure::Error,
+                reason: format!("rank {from} sent a corrupt message: {why}"),
+            }),
+            Ok((call, _)) if call != self.call => None,
+            Ok((_, Status::Alive)) => {
+                self.seen[from] = Instant::now();
+                None
+            }
+            Ok((_, status)) => {
+                self.seen[from] = Instant::now();
+                Some(status)
+            }
+        }
     }
 
     /// Receives what has arrived; rank 0 decides a failure as soon as one is reported.
     fn progress(&mut self) {
         if self.rank == 0 {
-            for (i, p) in self.statuses.iter_mut().enumerate() {
-                if let Some(bytes) = p.as_mut().and_then(Pending::test) {
-                    self.received[i + 1] = Some(Status::decode(&bytes));
-                    *p = None;
+            for r in 1..self.statuses.len() {
+                let Some(bytes) = self.statuses[r].as_mut().and_then(Pending::test) else {
+                    continue;
+                };
+                match self.take(r, &bytes) {
+                    Some(status) => {
+                        self.received[r] = Some(status);
+                        self.statuses[r] = None;
+                    }
+                    None => self.statuses[r] = Some(Pending::receive(self.comm, r, self.tag)),
                 }
             }
             if self.decided.is_none() {
-                let failed = self
-                    .received
-                    .iter()
-                    .flatten()
-                    .find(|s| matches!(s, Status::Failed { .. }));
-                if let Some(f) = failed.cloned() {
+                let failed = (self.received.iter().flatten())
+                    .find(|s| matches!(s, Status::Failed { .. }))
+                    .cloned();
+                if let Some(f) = failed {
                     self.decide(f);
                 }
             }
         } else if self.decided.is_none()
             && let Some(bytes) = self.verdict.as_mut().and_then(Pending::test)
         {
-            self.decided = Some(Status::decode(&bytes));
+            match self.take(0, &bytes) {
+                Some(verdict) => {
+                    self.decided = Some(verdict);
+                    self.verdict = None;
+                }
+                None => self.verdict = Some(Pending::receive(self.comm, 0, self.tag)),
+            }
         }
         for (_, s) in &mut self.sends {
             s.test();
@@ -302,67 +382,84 @@ impl<'c> Exchange<'c> {
         self.sends.retain(|(_, s)| !s.done());
     }
 
+    /// A sign of life to the ranks that wait on this one, at most every quarter timeout.
+    fn beat(&mut self) {
+        if self.last_beat.elapsed() < self.timeout / 4 {
+            return;
+        }
+        self.last_beat = Instant::now();
+        if self.rank == 0 {
+            for r in 1..self.received.len() {
+                self.send(r, &Status::Alive);
+            }
+        } else {
+            self.send(0, &Status::Alive);
+        }
+    }
+
     /// Between slices: the failure that must stop this rank, if one is known.
     pub(crate) fn poll(&mut self) -> Option<Status> {
         self.progress();
+        self.beat();
         self.decided
             .clone()
             .filter(|d| d.error(Duration::ZERO).is_some())
     }
 
-    /// Reports this rank's `status` and waits (at most `timeout` on rank 0, twice that on the
-    /// others, whose verdict waits on rank 0's) for the verdict every rank returns.
-    pub(crate) fn finish(mut self, status: Status, timeout: Duration) -> Status {
-        let start = Instant::now();
+    /// Reports this rank's `status` and waits for the verdict every rank returns: rank 0
+    /// until every rank has reported or one has been silent for the timeout, the others
+    /// until the verdict arrives or rank 0 has been silent for the timeout.
+    pub(crate) fn finish(mut self, status: Status) -> Status {
         if self.rank == 0 {
-            self.received[0] = Some(status);
-            self.progress();
-            if self.decided.is_none() {
+            if matches!(status, Status::Failed { .. }) && self.decided.is_none() {
                 // a failure of rank 0 itself is decided at once
-                if let Some(f @ Status::Failed { .. }) = self.received[0].clone() {
-                    self.decide(f);
-                }
+                self.decide(status.clone());
             }
-            while self.decided.is_none() {
+            self.received[0] = Some(status);
+            loop {
+                self.progress();
+                if self.decided.is_some() {
+                    break;
+                }
                 if self.statuses.iter().all(Option::is_none) {
                     let verdict = self.judge();
                     self.decide(verdict);
                     break;
                 }
-                if start.elapsed() >= timeout {
-                    let silent = (1..self.received.len())
-                        .filter(|&r| self.received[r].is_none())
-                        .collect();
+                let silent: Vec<usize> = (1..self.received.len())
+                    .filter(|&r| {
+                        self.received[r].is_none() && self.seen[r].elapsed() >= self.timeout
+                    })
+                    .collect();
+                if !silent.is_empty() {
                     self.decide(Status::Silent { ranks: silent });
                     break;
                 }
+                self.beat();
                 std::thread::sleep(POLL);
-                self.progress();
             }
-            // after a failure, drain the statuses still to come for a while (the other ranks
-            // send theirs once they stop), then cancel the receives; silent ranks are not
-            // waited for again
+            // after a failure, receive the statuses still to come for a while (the other
+            // ranks send theirs once they stop), then cancel the receives
             let drain = Instant::now();
             let draining = !matches!(self.decided, Some(Status::Silent { .. }));
             while draining
                 && self.statuses.iter().any(Option::is_some)
-                && drain.elapsed() < DRAIN.min(timeout)
+                && drain.elapsed() < DRAIN.min(self.timeout)
             {
                 std::thread::sleep(POLL);
                 self.progress();
             }
-            self.wait_sends(timeout);
+            self.wait_sends();
             self.decided.take().unwrap_or(Status::Stopped)
         } else {
-            self.sends
-                .push((0, Pending::send(self.comm, 0, self.tag, status.encode())));
+            self.send(0, &status);
             loop {
                 self.progress();
                 if let Some(d) = self.decided.take() {
-                    self.wait_sends(timeout);
+                    self.wait_sends();
                     return d;
                 }
-                if start.elapsed() >= 2 * timeout {
+                if self.seen[0].elapsed() >= self.timeout {
                     return Status::Silent { ranks: vec![0] };
                 }
                 std::thread::sleep(POLL);
@@ -403,16 +500,16 @@ impl<'c> Exchange<'c> {
         }
     }
 
-    /// Completes this rank's sends (small messages complete at once; a send to a dead rank
-    /// may not, and is abandoned at the deadline). Sends to ranks the verdict names silent
-    /// are not waited for.
-    fn wait_sends(&mut self, timeout: Duration) {
+    /// Completes this rank's sends for at most [`DRAIN`] (small messages complete at once; a
+    /// send to a dead rank may not, and is then cancelled). Sends to ranks the verdict names
+    /// silent are not waited for.
+    fn wait_sends(&mut self) {
         if let Some(Status::Silent { ranks }) = &self.decided {
             let silent = ranks.clone();
             self.sends.retain(|(r, _)| !silent.contains(r));
         }
         let start = Instant::now();
-        while !self.sends.is_empty() && start.elapsed() < timeout {
+        while !self.sends.is_empty() && start.elapsed() < DRAIN.min(self.timeout) {
             self.progress();
             std::thread::sleep(POLL);
         }
@@ -447,20 +544,24 @@ mod tests {
                 rank: 5,
                 what: "shapes".into(),
             },
+            Status::Alive,
         ] {
-            let back = Status::decode(&s.encode());
+            let (call, back) = Status::decode(&s.encode(u64::MAX - 7)).unwrap();
+            assert_eq!(call, u64::MAX - 7);
             match (&s, &back) {
                 (Status::Failed { reason, .. }, Status::Failed { reason: r, .. })
                     if reason == &long =>
                 {
-                    assert!(r.len() <= MESSAGE - 19 && long.starts_with(r.as_str()));
+                    assert!(r.len() <= MESSAGE - HEADER && long.starts_with(r.as_str()));
                 }
                 _ => assert_eq!(back, s),
             }
         }
-        assert!(matches!(
-            Status::decode(&[9u8; MESSAGE]),
-            Status::Failed { .. }
-        ));
+        // a zeroed buffer (a failed receive), a foreign message, an unknown kind
+        assert!(Status::decode(&[0u8; MESSAGE]).is_err());
+        assert!(Status::decode(&[MAGIC; 10]).is_err());
+        let mut unknown = Status::Alive.encode(1);
+        unknown[1] = 99;
+        assert!(Status::decode(&unknown).is_err());
     }
 }

@@ -6,10 +6,11 @@
 //!
 //! - Rank `r` of `p` runs the contiguous range `plan.slice_ranges(p)[r]` of slices (every
 //!   slice costs the same, so equal counts are equal costs; with more ranks than slices some
-//!   ranks run none and contribute zeros) with the plan's own rules and allocator.
-//! - The partial sums are reduced once: a reduce to rank 0 in a fixed order, then a
-//!   broadcast, so that every rank holds the *same bits* (an all-reduce may round
-//!   differently on different ranks).
+//!   ranks run none and contribute zeros) with the plan's own rules and allocator, one
+//!   slice after another (the rayon pool parallelises within each slice's contractions).
+//! - The partial sums are reduced once: a reduce to rank 0 (in the order MPI chooses), then
+//!   a broadcast of rank 0's sum, so that every rank holds the *same bits* (an all-reduce
+//!   may round differently on different ranks).
 //! - [`Distributed::execute`] (value), [`Distributed::rrule`] (value and a pullback that
 //!   reruns the slices when applied), [`Distributed::value_and_gradient`] (value and
 //!   pullback in one pass: the cotangents of operands without a sliced label are reduced; those of
@@ -17,15 +18,19 @@
 //!   [`Cotangents::Local`]) and [`Distributed::frule`] (pushforward), for `f32`, `f64`,
 //!   `Complex32` and `Complex64` on any [`Backend`].
 //! - **Faults** ([`Error`]): a rank whose slices return an error or panic reports it to
-//!   rank 0 at once; rank 0 answers every rank, and every rank stops at its next slice
-//!   boundary and returns [`Error::RankFailed`] naming the failing rank. A rank that is
-//!   killed or hangs is named by [`Error::Unresponsive`] once the timeout has passed after
-//!   the others finished their slices: rank 0 returns at most `timeout` after its own slices,
-//!   the others at most `2 × timeout` after theirs ([`Distributed::with_timeout`], default
-//!   [`DEFAULT_TIMEOUT`]). The caller's operands are never written. Whether the surviving
-//!   processes get to return depends on the launcher: Open MPI's `mpirun` terminates every
-//!   rank of a job once one process exits abnormally unless it is given
-//!   `--enable-recovery` (see the README).
+//!   rank 0 at once; rank 0 stops at its next slice boundary and answers every rank, which
+//!   stops at its next boundary after that answer: every rank returns [`Error::RankFailed`]
+//!   naming the failing rank. Every rank gives a sign of life between its slices (at least
+//!   every quarter of the timeout), and a rank that waits for a peer it has heard nothing
+//!   from for the timeout ([`Distributed::with_timeout`], default [`DEFAULT_TIMEOUT`]; it
+//!   must exceed the longest single slice) names it with [`Error::Unresponsive`]: a killed or
+//!   hung rank. Bound: a rank returns at most `timeout` after the last sign of life of the
+//!   peer it waits for, plus at most `2 × min(2 s, timeout)` to drain and complete its
+//!   messages and `timeout` for the reduction. A mismatched call ([`Error::Inconsistent`])
+//!   is found once every rank has run its slices. The caller's operands are never written.
+//!   Whether the surviving processes get to return depends on the launcher: Open MPI's
+//!   `mpirun` terminates every rank of a job once one process exits abnormally unless it is
+//!   given `--enable-recovery` (see `docs/DISTRIBUTED.md`).
 //!
 //! The caller's communicator is duplicated ([`Distributed::new`], a collective call), so the
 //! messages of a run never match the caller's own, and its error handler is set to return
@@ -54,8 +59,6 @@ mod exchange;
 mod pack;
 
 use std::cell::Cell;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
@@ -70,6 +73,9 @@ use mpi::traits::*;
 pub use error::{Error, Failure, Result};
 use exchange::{Exchange, Status};
 use pack::{Layout, pack, packed_len, unpack};
+
+/// The most values one MPI reduction carries (MPI counts are `i32`).
+const CHUNK: usize = 1 << 28;
 
 /// The default bound on how long a rank waits for its peers after its own slices
 /// ([`Distributed::with_timeout`]): 60 s.
@@ -94,7 +100,10 @@ pub enum Cotangents {
 pub struct Distributed {
     comm: SimpleCommunicator,
     timeout: Duration,
-    calls: Cell<u32>,
+    calls: Cell<u64>,
+    /// why no further call can run (an earlier call left peers silent or a reduction
+    /// pending)
+    unusable: std::cell::RefCell<Option<String>>,
 }
 
 impl std::fmt::Debug for Distributed {
@@ -126,6 +135,7 @@ impl Distributed {
             comm,
             timeout: DEFAULT_TIMEOUT,
             calls: Cell::new(0),
+            unusable: Default::default(),
         }
     }
 
@@ -258,9 +268,8 @@ impl Distributed {
     /// this one).
     ///
     /// # Errors
-    /// As [`execute`](Self::execute); [`Error::Core`] with
-    /// [`CountMismatch`](adrules_core::Error::CountMismatch) (argument `"active"`) when
-    /// `active` does not have one flag per operand (the same on every rank).
+    /// As [`execute`](Self::execute); an `active` without one flag per operand is reported
+    /// by the pullback (as [`Error::RankFailed`], every rank in step).
     pub fn rrule<'d, B: Backend>(
         &'d self,
         plan: &SlicedPlan,
@@ -268,14 +277,6 @@ impl Distributed {
         operands: &[&B::Tensor],
         active: &[bool],
     ) -> Result<(B::Tensor, DistributedPullback<'d, B>)> {
-        if active.len() != plan.num_operands() {
-            return Err(adrules_core::Error::CountMismatch {
-                arg: "active".into(),
-                expected: plan.num_operands(),
-                actual: active.len(),
-            }
-            .into());
-        }
         let c = self.execute(plan, be, operands)?;
         let pullback = DistributedPullback {
             dist: self,
@@ -325,12 +326,16 @@ impl Distributed {
         extra: &[&B::Tensor],
         local: impl FnOnce(adrules_core::network::Between<'_>) -> adrules_core::Result<Parts<B::Tensor>>,
     ) -> Result<Parts<B::Tensor>> {
+        if let Some(reason) = self.unusable.borrow().clone() {
+            return Err(Error::Unusable { reason });
+        }
         let call = self.calls.get();
         self.calls.set(call.wrapping_add(1));
-        // tags 0..32767 are valid on every MPI implementation
+        // tags 0..32767 are valid on every MPI implementation; the call's number is also in
+        // every message, so a late message of an earlier call with the same tag is dropped
         let tag = 1 + (call % 32_000) as i32;
         let rank = self.rank();
-        let mut exchange = Exchange::start(&self.comm, tag);
+        let mut exchange = Exchange::start(&self.comm, tag, call, self.timeout);
         let mut stopped = None;
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             local(&mut |j| match exchange.poll() {
@@ -347,8 +352,10 @@ impl Distributed {
         }));
         let mut local_error = None;
         let (status, parts) = match outcome {
-            Ok(Ok(parts)) => match pack(be, &parts.reduced.iter().collect::<Vec<_>>()) {
+            Ok(Ok(mut parts)) => match pack(be, &parts.reduced.iter().collect::<Vec<_>>()) {
                 Ok((buf, layout)) => {
+                    // the packed copy is what is reduced: free the tensors now
+                    parts.reduced.clear();
                     let (fingerprint, what) = fingerprint(plan, be, what, extra, &layout);
                     (
                         Status::Ready { fingerprint, what },
@@ -366,8 +373,14 @@ impl Distributed {
             Err(payload) => (failed(rank, Failure::Panic, panic_message(&*payload)), None),
         };
         let started = Instant::now();
-        let verdict = exchange.finish(status, self.timeout);
+        let verdict = exchange.finish(status);
         if let Some(mut e) = verdict.error(started.elapsed()) {
+            if let Error::Unresponsive { ranks, .. } = &e {
+                self.poison(format!(
+                    "ranks {ranks:?} were unresponsive in an earlier call; their messages may \
+                     still arrive"
+                ));
+            }
             if let Error::RankFailed { rank: r, local, .. } = &mut e
                 && *r == rank
             {
@@ -375,8 +388,16 @@ impl Distributed {
             }
             return Err(e);
         }
-        let (parts, mut buf, layout) = parts.expect("a success verdict after a local success");
-        self.reduce(&mut buf)?;
+        let Some((parts, mut buf, layout)) = parts else {
+            return Err(Error::Inconsistent {
+                rank,
+                what: "rank 0 sent a success verdict for a call this rank did not finish".into(),
+            });
+        };
+        if let Err(e) = self.reduce(&mut buf) {
+            self.poison(format!("{e}; the reduction's requests are still pending"));
+            return Err(e);
+        }
         let reduced = unpack(be, &buf, &layout)?;
         Ok(Parts {
             reduced,
@@ -384,20 +405,33 @@ impl Distributed {
         })
     }
 
-    /// `buf ← Σ_ranks buf`, the same bits on every rank: a reduce to rank 0 (in rank order),
-    /// then a broadcast; each with the timeout.
-    fn reduce(&self, buf: &mut Vec<f64>) -> Result<()> {
+    /// Marks this `Distributed` unusable (see [`Error::Unusable`]).
+    fn poison(&self, reason: String) {
+        *self.unusable.borrow_mut() = Some(reason);
+    }
+
+    /// `buf ← Σ_ranks buf`, the same bits on every rank: a reduce to rank 0, then a broadcast
+    /// of rank 0's sum, in chunks of at most [`CHUNK`] values (MPI counts are `i32`); all
+    /// within the timeout.
+    fn reduce(&self, buf: &mut [f64]) -> Result<()> {
         if self.size() == 1 {
             return Ok(());
         }
-        let root = self.comm.process_at_rank(0);
-        let send: &'static mut [f64] = Box::leak(std::mem::take(buf).into_boxed_slice());
-        let send_ptr: *mut [f64] = send;
         let start = Instant::now();
-        // SAFETY (both requests): the buffers are leaked to MPI and reclaimed only once the
+        for chunk in buf.chunks_mut(CHUNK) {
+            self.reduce_chunk(chunk, start)?;
+        }
+        Ok(())
+    }
+
+    fn reduce_chunk(&self, chunk: &mut [f64], start: Instant) -> Result<()> {
+        let root = self.comm.process_at_rank(0);
+        let send: &'static mut [f64] = Box::leak(chunk.to_vec().into_boxed_slice());
+        let send_ptr: *mut [f64] = send;
+        // SAFETY (every request): the buffers are leaked to MPI and reclaimed only once the
         // request completes; on a timeout they stay leaked.
-        let result: &'static mut [f64] = if self.rank() == 0 {
-            let recv: &'static mut [f64] = Box::leak(vec![0.0; send.len()].into_boxed_slice());
+        let result: *mut [f64] = if self.rank() == 0 {
+            let recv: &'static mut [f64] = Box::leak(vec![0.0; chunk.len()].into_boxed_slice());
             let recv_ptr: *mut [f64] = recv;
             let request = root.immediate_reduce_into_root(
                 StaticScope,
@@ -407,7 +441,7 @@ impl Distributed {
             );
             self.complete(request, start)?;
             drop(unsafe { Box::from_raw(send_ptr) });
-            unsafe { &mut *recv_ptr }
+            recv_ptr
         } else {
             let request = root.immediate_reduce_into(
                 StaticScope,
@@ -415,12 +449,12 @@ impl Distributed {
                 SystemOperation::sum(),
             );
             self.complete(request, start)?;
-            unsafe { &mut *send_ptr }
+            send_ptr
         };
-        let ptr: *mut [f64] = result;
-        let request = root.immediate_broadcast_into(StaticScope, unsafe { &mut *ptr });
+        let request = root.immediate_broadcast_into(StaticScope, unsafe { &mut *result });
         self.complete(request, start)?;
-        *buf = unsafe { Box::from_raw(ptr) }.into_vec();
+        let sum = unsafe { Box::from_raw(result) };
+        chunk.copy_from_slice(&sum);
         Ok(())
     }
 
@@ -530,14 +564,21 @@ fn fingerprint<B: Backend>(
         .map(|(d, t)| (d.clone(), t.to_string()))
         .collect();
     let text = format!(
-        "{what}: {} slices over {:?} (dims {:?}), operands {operands:?}, inputs {extra:?}, \
-         {} reduced values {layout_text:?}",
+        "{what}: {} slices over {:?} (dims {:?}, slice cost {:e}), operands {operands:?}, \
+         inputs {extra:?}, {} reduced values {layout_text:?}",
         plan.num_slices(),
         plan.sliced_labels(),
         plan.sliced_dims(),
+        plan.slice_plan().cost(),
         packed_len(layout),
     );
-    let mut h = DefaultHasher::new();
-    text.hash(&mut h);
-    (h.finish(), text)
+    (fnv1a(text.as_bytes()), text)
+}
+
+/// FNV-1a, 64 bits: a hash that is the same in every build (std's `DefaultHasher` may change
+/// between Rust releases, and ranks may run different builds).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }

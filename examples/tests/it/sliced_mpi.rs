@@ -3,11 +3,12 @@
 //! result equals the one-process sliced run (the example checks that itself, and exits 1 if
 //! not).
 
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 #[test]
 fn the_mpi_example_agrees_with_one_process_on_two_ranks() {
-    let out = Command::new("mpirun")
+    let mut child = Command::new("mpirun")
         .args([
             "--oversubscribe",
             "-n",
@@ -18,8 +19,20 @@ fn the_mpi_example_agrees_with_one_process_on_two_ranks() {
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .env("RAYON_NUM_THREADS", "1")
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("Open MPI's mpirun (apt-get install openmpi-bin libopenmpi-dev)");
+    // a hang fails the test instead of blocking it
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("mpirun -n 2 sliced_mpi hung for 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

@@ -536,6 +536,15 @@ fn partial_sums_over_any_split_of_the_slices_equal_the_whole() {
             "{bad:?}: {err}"
         );
     }
+    // an empty range checks `c_bar` as a slice's pullback would
+    let bad = Strided.from_host(rng.tensor(&[3], DType::C64)).unwrap();
+    let err = sliced
+        .value_and_gradient_slices(&Strided, &refs, &bad, &active, n..n, &mut |_| Ok(()))
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::ShapeMismatch { arg, .. } if arg == "c_bar"),
+        "{err}"
+    );
     // which operands carry a sliced label
     let sliced_ops = sliced.sliced_operands();
     assert_eq!(sliced_ops.len(), refs.len());

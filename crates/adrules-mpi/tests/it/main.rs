@@ -9,9 +9,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// The entry point `mpirun` runs (with `ADRULES_MPI_CASE` set). On its own it checks a
+/// one-rank world through `mpirun -n 1`: MPI is never initialized in this test process,
+/// whose environment the `mpirun` children inherit (a singleton MPI in the parent makes
+/// them fail).
 #[test]
 fn worker() {
-    worker::main_case();
+    if std::env::var_os("ADRULES_MPI_CASE").is_some() {
+        worker::main_case();
+    } else {
+        check_agreement(1, &mpirun(1, "agree", &[]));
+    }
 }
 
 /// What `mpirun` left: every rank's `RESULT` lines, its exit status and how long it ran.
@@ -25,6 +33,11 @@ struct Run {
 /// Runs the `worker` test of this binary on `n` ranks for `case`; fails the test if the job
 /// does not end within two minutes (a hang).
 fn mpirun(n: usize, case: &str, extra: &[&str]) -> Run {
+    mpirun_failing(n, case, 1, extra)
+}
+
+/// As [`mpirun`], with rank `failing` the one the fault cases make fail.
+fn mpirun_failing(n: usize, case: &str, failing: usize, extra: &[&str]) -> Run {
     let exe = std::env::current_exe().unwrap();
     let mut cmd = Command::new("mpirun");
     cmd.args(extra)
@@ -32,6 +45,7 @@ fn mpirun(n: usize, case: &str, extra: &[&str]) -> Run {
         .arg(&exe)
         .args(["--exact", "worker", "--nocapture", "--test-threads=1"])
         .env("ADRULES_MPI_CASE", case)
+        .env("ADRULES_MPI_FAILING", failing.to_string())
         // Open MPI refuses to start as root without these (CI runs as root)
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
@@ -60,7 +74,11 @@ fn mpirun(n: usize, case: &str, extra: &[&str]) -> Run {
     let out = child.wait_with_output().unwrap();
     let seconds = start.elapsed().as_secs_f64();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let output = format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let output = format!(
+        "exit status {:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     let results = stdout
         .lines()
         .filter_map(|l| l.find("RESULT ").map(|i| &l[i + 7..]))
@@ -81,7 +99,13 @@ fn f(v: &Value, key: &str) -> f64 {
 #[test]
 fn two_three_and_four_ranks_agree_with_the_one_process_unsliced_network() {
     for n in [2, 3, 4] {
-        let run = mpirun(n, "agree", &[]);
+        check_agreement(n, &mpirun(n, "agree", &[]));
+    }
+}
+
+/// Every rank's value, cotangents and tangent against the one-process unsliced plan.
+fn check_agreement(n: usize, run: &Run) {
+    {
         assert!(run.success, "mpirun -n {n}:\n{}", run.output);
         // every rank, every dtype
         assert_eq!(run.results.len(), 4 * n, "{}", run.output);
@@ -108,8 +132,7 @@ fn two_three_and_four_ranks_agree_with_the_one_process_unsliced_network() {
     }
 }
 
-/// Every rank's result for a fault case: the same error naming rank 1, the caller's operands
-/// unchanged, the communicator usable afterwards (`again`).
+/// Every rank's result for a fault case: the same error, the caller's operands unchanged.
 fn fault_rows(run: &Run, n: usize, kind: &str) -> Vec<Value> {
     assert_eq!(run.results.len(), n, "{}", run.output);
     for r in &run.results {
@@ -121,24 +144,35 @@ fn fault_rows(run: &Run, n: usize, kind: &str) -> Vec<Value> {
 
 #[test]
 fn a_failing_rank_stops_every_rank_with_a_typed_error_naming_it() {
-    for (case, failure) in [("error", "error"), ("panic", "panic"), ("oom", "error")] {
-        let run = mpirun(3, case, &[]);
-        assert!(run.success, "{case}:\n{}", run.output);
-        for r in fault_rows(&run, 3, "RankFailed") {
-            assert_eq!(r["error"]["failed"], 1, "{case}: {r}");
-            assert_eq!(r["error"]["failure"], failure, "{case}: {r}");
-            assert_eq!(r["again"], true, "{case}: the next call fails: {r}");
-            // stopped at a slice boundary, not after a timeout
-            assert!(
-                f(&r, "seconds") < worker::TIMEOUT.as_secs_f64(),
-                "{case}: {r}"
-            );
-            // the failing rank keeps its own typed error
-            let local = &r["error"]["local"];
-            match (r["rank"].as_u64(), case) {
-                (Some(1), "error") => assert!(local.as_str().unwrap().starts_with("ShapeMismatch")),
-                (Some(1), "oom") => assert!(local.as_str().unwrap().starts_with("MemoryLimit")),
-                _ => assert!(local.is_null(), "{r}"),
+    for failing in [1, 0] {
+        for (case, failure) in [("error", "error"), ("panic", "panic"), ("oom", "error")] {
+            if failing == 0 && case == "oom" {
+                continue;
+            }
+            let what = format!("{case} on rank {failing}");
+            let run = mpirun_failing(3, case, failing, &[]);
+            assert!(run.success, "{what}:\n{}", run.output);
+            for r in fault_rows(&run, 3, "RankFailed") {
+                assert_eq!(r["error"]["failed"], failing, "{what}: {r}");
+                assert_eq!(r["error"]["failure"], failure, "{what}: {r}");
+                assert_eq!(r["again"], true, "{what}: the next call fails: {r}");
+                // the failing rank keeps its own typed error
+                let local = &r["error"]["local"];
+                let me = r["rank"].as_u64() == Some(failing as u64);
+                match (me, case) {
+                    (true, "error") => {
+                        assert!(local.as_str().unwrap().starts_with("ShapeMismatch"))
+                    }
+                    (true, "oom") => assert!(local.as_str().unwrap().starts_with("MemoryLimit")),
+                    _ => assert!(local.is_null(), "{what}: {r}"),
+                }
+                if !me {
+                    // stopped at a slice boundary: a healthy rank's share (≥ 100 slices,
+                    // each at least one allocation of 5 ms) was far from done
+                    let share = f(&r, "share");
+                    assert!(share >= 100.0, "{r}");
+                    assert!(f(&r, "allocations") < share / 2.0, "{what}: {r}");
+                }
             }
         }
     }
@@ -162,6 +196,14 @@ fn a_killed_rank_ends_the_run_on_every_rank_within_the_bound() {
     assert_eq!(run.results.len(), 2, "{}", run.output);
     for r in fault_rows(&run, 2, "Unresponsive") {
         assert_eq!(r["error"]["ranks"], serde_json::json!([1]), "{r}");
+        assert!(f(&r, "seconds") <= bound, "{r}");
+        // a Distributed that saw a silent peer refuses further calls at once
+        assert_eq!(r["again"]["kind"], "Unusable", "{r}");
+    }
+    // rank 0 killed: the others hear nothing from it for the timeout
+    let run = mpirun_failing(3, "kill", 0, &["--enable-recovery"]);
+    for r in fault_rows(&run, 2, "Unresponsive") {
+        assert_eq!(r["error"]["ranks"], serde_json::json!([0]), "{r}");
         assert!(f(&r, "seconds") <= bound, "{r}");
     }
     // by default Open MPI ends the whole job when a rank dies: no rank is left waiting

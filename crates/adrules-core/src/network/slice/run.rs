@@ -658,6 +658,11 @@ impl SlicedPlan {
         self.check_flags("active", active.len())?;
         self.check_range(&range)?;
         if range.is_empty() {
+            // the checks a slice's pullback would make on `c_bar`
+            let dims = be.dims(c_bar);
+            if dims.as_slice() != self.output_dims() {
+                return Err(Error::shape("c_bar", self.output_dims(), &dims));
+            }
             let c = be.zeros(self.output_dims(), dtype)?;
             let grads = (operands.iter().zip(active))
                 .map(|(t, &a)| a.then(|| be.zeros(&be.dims(t), be.dtype(t))).transpose())
