@@ -78,6 +78,13 @@ fn run(args: &Args, world: &impl Communicator) -> Result<(), Box<dyn std::error:
     let dist = Distributed::new(world).with_timeout(Duration::from_secs(args.timeout))?;
     let (rank, size) = (dist.rank(), dist.size());
     let be = Strided;
+    // a 3-regular graph needs an even number of vertices, at least 4
+    if args.vertices < 4 || args.vertices % 2 == 1 {
+        return Err(format!("--vertices {}: an even number ≥ 4 is needed", args.vertices).into());
+    }
+    if args.bond == 0 {
+        return Err("--bond 0: a bond dimension ≥ 1 is needed".into());
+    }
     let graph = random_regular(args.vertices, args.bond, args.seed);
     let network = Network::ncon(&graph.labels, None)?;
     let dims = graph.shapes();

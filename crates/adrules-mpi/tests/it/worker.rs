@@ -48,13 +48,7 @@ pub fn network() -> (Network, Vec<Vec<usize>>, SlicedPlan) {
         vec![5, 8, 8],
         vec![8, 3, 2],
     ];
-    let whole = SlicedPlan::new(
-        &network,
-        &dims,
-        &Order::Default,
-        MemoryTarget::Elements(usize::MAX),
-    )
-    .unwrap();
+    let whole = unsliced(&network, &dims);
     let target = (whole.unsliced_elements().largest / 16.0) as usize;
     let plan = SlicedPlan::new(
         &network,
@@ -64,6 +58,12 @@ pub fn network() -> (Network, Vec<Vec<usize>>, SlicedPlan) {
     )
     .unwrap();
     (network, dims, plan)
+}
+
+/// The network as one slice (a target every tree meets).
+fn unsliced(network: &Network, dims: &[Vec<usize>]) -> SlicedPlan {
+    let target = MemoryTarget::Elements(usize::MAX);
+    SlicedPlan::new(network, dims, &Order::Default, target).unwrap()
 }
 
 fn operands(rng: &mut Rng, dims: &[Vec<usize>], dtype: DType) -> Vec<Tensor> {
@@ -286,13 +286,7 @@ fn fault(dist: &Distributed, how: &'static str) {
         }
         "inconsistent" if rank == failing => {
             let (network, dims, _) = network();
-            let other = SlicedPlan::new(
-                &network,
-                &dims,
-                &Order::Default,
-                MemoryTarget::Elements(usize::MAX),
-            )
-            .unwrap();
+            let other = unsliced(&network, &dims);
             dist.execute(&other, &Strided, &refs).map(|_| ())
         }
         _ => dist
