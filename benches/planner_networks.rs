@@ -1,8 +1,9 @@
 //! `cargo run --release -p adrules-benches --bin planner-networks [-- OUT.json]`: the cost
 //! (multiply-adds, `NetworkPlan::choose_order`), largest intermediate and planning time of every order on the planner's
 //! quality networks (`adrules_testing::networks::quality_set`), as a markdown table; with `OUT.json`, the
-//! networks and these numbers are also written there for `benches/peers_planner.py`
-//! (opt_einsum and cotengra on the same networks).
+//! networks, these numbers and each order's tree (SSA merges) are also written there for
+//! `benches/peers_planner.py` (opt_einsum and cotengra on the same networks; it recounts our
+//! trees' costs with its own code).
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -58,10 +59,17 @@ fn main() {
             } else {
                 "null".into()
             };
+            let merges: Vec<String> = chosen
+                .tree
+                .merges()
+                .iter()
+                .map(|[a, b]| format!("[{a}, {b}]"))
+                .collect();
             let _ = write!(
                 results,
-                "{{\"order\": \"{name}\", \"cost\": {cost}, \"log2_largest\": {}, \"seconds\": {secs:e}}}{sep}",
-                chosen.log2_largest
+                "{{\"order\": \"{name}\", \"cost\": {cost}, \"log2_largest\": {}, \"seconds\": {secs:e}, \"merges\": [{}]}}{sep}",
+                chosen.log2_largest,
+                merges.join(", ")
             );
         }
         let labels: Vec<String> = graph.labels.iter().map(|ax| format!("{ax:?}")).collect();

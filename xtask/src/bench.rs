@@ -89,7 +89,9 @@ fn pairs<'a>(
 /// `adrules-benches` (`benches/`: `contract`, `permute`, `rules`, `networks`, `einsum`, `second_order`,
 /// `planner`, `overheads`, `slicing`; arguments are
 /// passed to criterion, e.g. a filter regex),
-/// then prints markdown tables from criterion's estimates (median time per iteration).
+/// then prints markdown tables from criterion's estimates (median time per iteration), then
+/// runs the `planner-networks` (order quality) and `planner-budget` (budget overruns)
+/// binaries.
 pub fn bench(args: &[String]) -> Result<(), String> {
     let mut cmd = cargo();
     cmd.args([
@@ -381,6 +383,19 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         "adrules-benches",
         "--bin",
         "planner-networks",
+    ]);
+    run(cmd)?;
+
+    println!("\n### Planning within the budget (overrun = planning time − budget)\n");
+    let mut cmd = cargo();
+    cmd.args([
+        "run",
+        "--release",
+        "-q",
+        "-p",
+        "adrules-benches",
+        "--bin",
+        "planner-budget",
     ]);
     run(cmd)?;
 

@@ -27,6 +27,7 @@
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
+use std::time::Instant;
 
 use num_bigint::BigInt;
 use num_traits::ToPrimitive;
@@ -244,10 +245,22 @@ impl State<'_> {
     /// `size(a ∪ b result) − [alpha1] · (size(a) + size(b))` as a big integer.
     fn big_cost(&mut self, alpha1: bool, a: usize, b: usize) -> BigInt {
         let (out, _, _) = self.result(a, b);
+        // dimensions are gathered in a u128 until it would overflow, so a size of rank r
+        // takes about r / 64 big multiplications (one per dimension made a 10,000-vertex
+        // random graph's greedy run take seconds)
         let size = |labels: &[usize]| -> BigInt {
-            labels
-                .iter()
-                .fold(BigInt::from(1u8), |p, &l| p * self.dims_exact[l])
+            let (mut big, mut chunk) = (BigInt::from(1u8), 1u128);
+            for &l in labels {
+                let d = self.dims_exact[l];
+                match chunk.checked_mul(d) {
+                    Some(c) => chunk = c,
+                    None => {
+                        big *= chunk;
+                        chunk = d;
+                    }
+                }
+            }
+            big * chunk
         };
         let r = size(&out);
         if alpha1 {
@@ -383,6 +396,9 @@ impl Ord for Exact {
 /// networks whose labels have at most 9 holders (every graph) it changes nothing.
 const HOLDERS_SCANNED: usize = 8;
 
+/// Merges between two readings of the clock in [`Greedy::run_until`].
+pub(crate) const CLOCK_EVERY: usize = 32;
+
 /// `size(r) − alpha · (size(a) + size(b))` in integers, for `alpha` 0 or 1 and sizes that fit.
 fn exact_cost(alpha: f64, r: Option<u128>, a: Option<u128>, b: Option<u128>) -> Option<i128> {
     let r = i128::try_from(r?).ok()?;
@@ -397,14 +413,34 @@ fn exact_cost(alpha: f64, r: Option<u128>, a: Option<u128>, b: Option<u128>) -> 
 }
 
 impl Greedy {
+    /// [`Greedy::run_until`] without a deadline.
+    #[cfg(test)]
+    pub(crate) fn run(self, inputs: &[Vec<usize>], output: &[usize], dims: &[f64]) -> GreedyTree {
+        self.run_until(inputs, output, dims, None)
+    }
+
     /// Greedy order for operands labelled `inputs` (label ids `< dims.len()`, each distinct
     /// within an operand; a label held by one operand only is expected in the output, as
     /// after the operands' own traces), `output` labels and `dims[l]` = the dimension of
     /// label `l` (at least 1).
     ///
     /// Complexity `O(n · d · log n + Σ ranks)` time and `O(n · d + labels)` memory, with
-    /// `d = min(deg, 8) · rank` candidates per value (see [`HOLDERS_SCANNED`]).
-    pub(crate) fn run(self, inputs: &[Vec<usize>], output: &[usize], dims: &[f64]) -> GreedyTree {
+    /// `d = min(deg, 8) · rank` candidates per value (see [`HOLDERS_SCANNED`]); on graphs
+    /// whose intermediates grow (random graphs), rank grows with `n` and so does the time
+    /// (a 10,000-vertex random 3-regular graph: seconds).
+    ///
+    /// Cut short at `deadline`: the clock is read every [`CLOCK_EVERY`] merges, and once
+    /// past `deadline` the values left are joined as in the outer-product phase (smallest
+    /// open size first; shared labels are summed by the merge that joins their holders),
+    /// `O(values · rank)`. A run that is not cut gives the same tree with or without a
+    /// deadline (`None`: never cut).
+    pub(crate) fn run_until(
+        self,
+        inputs: &[Vec<usize>],
+        output: &[usize],
+        dims: &[f64],
+        deadline: Option<Instant>,
+    ) -> GreedyTree {
         let n = inputs.len();
         let nl = dims.len();
         let total = 2 * n.max(1) - 1;
@@ -506,6 +542,11 @@ impl Greedy {
 
         let mut merges: Vec<[usize; 2]> = Vec::with_capacity(n.saturating_sub(1));
         while let Some(Reverse((_, _, x, y))) = heap.pop() {
+            if merges.len() % CLOCK_EVERY == CLOCK_EVERY - 1
+                && deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                break;
+            }
             let (a, b) = (x.min(y), x.max(y));
             if !st.alive[a] || !st.alive[b] {
                 continue;
@@ -545,7 +586,7 @@ impl Greedy {
 }
 
 /// Cost and largest intermediate of a tree (merges in SSA form over operands labelled
-/// `inputs`), with the label rule of [`Greedy::run`] and of the lowering: a merge's result
+/// `inputs`), with the label rule of [`Greedy::run_until`] and of the lowering: a merge's result
 /// keeps the labels in the output or still held by another live value. The one costing of
 /// trees: the planner compares orders with it, `NetworkPlan` reports and checks it.
 /// `O(Σ ranks + merges · rank)`.
@@ -559,7 +600,7 @@ pub(crate) struct TreeStats {
 }
 
 /// Walks the merges of a tree (SSA form over operands labelled `inputs`) with the label rule
-/// of [`Greedy::run`] and of the lowering: a merge's result keeps the labels in the output
+/// of [`Greedy::run_until`] and of the lowering: a merge's result keeps the labels in the output
 /// or still held by another live value. Calls `visit(m, touched, result)` for merge `m` with
 /// every label it touches (each once) and the labels of its result. The one walk behind
 /// [`TreeStats`] and the slicer (`super::slice`). `O(Σ ranks + merges · rank)`.
@@ -685,6 +726,30 @@ mod tests {
         let inputs = vec![vec![0], vec![0], vec![0], vec![0]];
         for g in Greedy::VARIANTS {
             valid(4, &g.run(&inputs, &[], &[3.0]).merges);
+        }
+    }
+
+    #[test]
+    fn a_run_cut_at_its_deadline_gives_a_valid_tree() {
+        // a ring of 200 matrices with a chord every fourth site
+        let n = 200;
+        let mut inputs: Vec<Vec<usize>> = (0..n).map(|k| vec![k, (k + 1) % n]).collect();
+        for (c, k) in (0..n).step_by(4).enumerate() {
+            inputs[k].push(n + c);
+            inputs[(k + 101) % n].push(n + c);
+        }
+        let dims = vec![2.0; n + n / 4];
+        for g in Greedy::VARIANTS {
+            let uncut = g.run(&inputs, &[], &dims).merges;
+            let far = Instant::now() + std::time::Duration::from_secs(3600);
+            assert_eq!(g.run_until(&inputs, &[], &dims, Some(far)).merges, uncut);
+            // a deadline already past: cut after CLOCK_EVERY − 1 greedy merges
+            let cut = g
+                .run_until(&inputs, &[], &dims, Some(Instant::now()))
+                .merges;
+            valid(n, &cut);
+            assert_eq!(cut[..CLOCK_EVERY - 1], uncut[..CLOCK_EVERY - 1]);
+            assert_ne!(cut, uncut);
         }
     }
 

@@ -53,6 +53,7 @@
 //!
 //! [`Allocator`]: crate::Allocator
 
+mod anneal;
 mod cache;
 mod einsum;
 mod greedy;

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
+use super::anneal::anneal;
 use super::greedy::{Greedy, SplitMix, TreeStats};
 
 /// Labels held by more operands of a group than this do not count in its cut.
@@ -32,6 +33,11 @@ const RESTARTS: usize = 4;
 
 /// Fiduccia–Mattheyses passes per bisection at most (each stops early without gain).
 const PASSES: usize = 6;
+
+/// The share of [`hyper`]'s budget spent sampling trees; the rest anneals the best of them.
+/// Chosen on the quality networks of docs/PERFORMANCE.md (one run each): with 0.3 or 0.5 the
+/// random graphs' trees were costlier (the annealing gains more than further samples).
+const SAMPLE_SHARE: f64 = 0.1;
 
 /// The parameters of one partition-based tree.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -63,6 +69,7 @@ impl Partition {
         ixs: &[Vec<usize>],
         output: &[usize],
         dims: &[f64],
+        deadline: Option<Instant>,
     ) -> Vec<[usize; 2]> {
         let n = ixs.len();
         let nl = dims.len();
@@ -90,6 +97,7 @@ impl Partition {
             stamp: 0,
             side: vec![false; n],
             count: vec![[0; 2]; nl],
+            deadline,
         };
         if n > 1 {
             b.build((0..n).collect());
@@ -99,10 +107,13 @@ impl Partition {
 }
 
 /// [`super::Optimizer::Hyper`]: starting from `best` (a tree and its flops), partition-based
-/// and random-greedy trials alternately, in batches of twice the rayon pool's threads, until
-/// `budget` is spent (an adaptive share, three quarters of each batch to the method that
-/// found the best tree, was tried and made the 8×8 lattice 1.5× costlier); the tree with the fewest flops (`search_dims`) is returned. The choice
-/// within a batch is made in trial order, so it does not depend on the threads.
+/// and random-greedy trials alternately, in batches of twice the rayon pool's threads, for
+/// [`SAMPLE_SHARE`] of `budget` (an adaptive share, three quarters of each batch to the method
+/// that found the best tree, was tried and made the 8×8 lattice 1.5× costlier); then one
+/// annealing chain per thread of the pool ([`anneal`], seeds derived from `seed`) from the best
+/// sampled tree until `budget` is spent. The tree with the fewest flops (`search_dims`) is
+/// returned. The choice within a batch is made in trial order, so it does not depend on the
+/// threads.
 pub(crate) fn hyper(
     ixs: &[Vec<usize>],
     output: &[usize],
@@ -113,17 +124,22 @@ pub(crate) fn hyper(
     best: (Vec<[usize; 2]>, f64),
 ) -> Vec<[usize; 2]> {
     let start = Instant::now();
+    let sample_budget = budget.mul_f64(SAMPLE_SHARE);
     let (mut best, mut best_flops) = best;
-    let batch = 2 * rayon::current_num_threads().max(1) as u64;
+    let threads = rayon::current_num_threads().max(1) as u64;
+    let batch = 2 * threads;
     let mut trial = 0u64;
-    while start.elapsed() < budget {
+    while start.elapsed() < sample_budget {
         let runs: Vec<(Vec<[usize; 2]>, f64)> = (trial..trial + batch)
             .into_par_iter()
             .map(|t| {
+                let until = Some(start + sample_budget);
                 let merges = if t % 2 == 0 {
-                    Partition::sampled(seed, t / 2).run(ixs, output, dims)
+                    Partition::sampled(seed, t / 2).run(ixs, output, dims, until)
                 } else {
-                    Greedy::sampled(seed, t / 2).run(ixs, output, dims).merges
+                    Greedy::sampled(seed, t / 2)
+                        .run_until(ixs, output, dims, until)
+                        .merges
                 };
                 let f = TreeStats::of(ixs, output, search_dims, &merges).flops;
                 (merges, f)
@@ -135,6 +151,29 @@ pub(crate) fn hyper(
             }
         }
         trial += batch;
+    }
+    let deadline = start + budget;
+    if Instant::now() >= deadline || ixs.len() < 3 {
+        return best;
+    }
+    let annealed: Vec<(Vec<[usize; 2]>, f64)> = (0..threads)
+        .into_par_iter()
+        .map(|k| {
+            anneal(
+                ixs,
+                output,
+                dims,
+                &best,
+                deadline,
+                usize::MAX,
+                seed ^ k.wrapping_mul(0x9E37),
+            )
+        })
+        .collect();
+    for (m, f) in annealed {
+        if f < best_flops {
+            (best, best_flops) = (m, f);
+        }
     }
     best
 }
@@ -157,6 +196,8 @@ struct Builder<'a> {
     side: Vec<bool>,
     /// per label: its holders in each part of the group at hand
     count: Vec<[usize; 2]>,
+    /// past it, groups are no longer split and leaves' greedy runs are cut
+    deadline: Option<Instant>,
 }
 
 /// A heap entry: a move's gain, a random tie-break, the operand.
@@ -192,7 +233,8 @@ impl Builder<'_> {
 
     /// The value holding the contraction of `group` (merges appended).
     fn build(&mut self, group: Vec<usize>) -> usize {
-        if group.len() <= self.cutoff {
+        let late = self.deadline.is_some_and(|d| Instant::now() >= d);
+        if group.len() <= self.cutoff || late {
             return self.leaf(&group);
         }
         let (a, b) = self.bisect(&group);
@@ -225,7 +267,9 @@ impl Builder<'_> {
                 }
             }
         }
-        let local = Greedy::OPT_EINSUM.run(&inputs, &open, self.dims).merges;
+        let local = Greedy::OPT_EINSUM
+            .run_until(&inputs, &open, self.dims, self.deadline)
+            .merges;
         let (g, base) = (group.len(), self.n() + self.merges.len());
         for [a, b] in local {
             let global = |v: usize| if v < g { group[v] } else { base + v - g };
@@ -446,7 +490,7 @@ mod tests {
         let dims = vec![3.0; n + 2];
         for trial in 0..20 {
             let p = Partition::sampled(7, trial);
-            let merges = p.run(&ixs, &[n], &dims);
+            let merges = p.run(&ixs, &[n], &dims, None);
             assert!(ContractionTree::new(ixs.len(), merges).is_ok(), "{p:?}");
         }
         assert!(Partition::sampled(1, 1) == Partition::sampled(1, 1));

@@ -40,15 +40,14 @@
 //! user-supplied tree, so a defect there surfaces as a typed error, not a wrong number.
 
 use std::collections::HashMap;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use omeco::{
-    EinCode, ExhaustiveSearch, NestedEinsum, TreeSA, optimize_exhaustive, optimize_treesa,
-};
+use ::omeco::{ExhaustiveSearch, optimize_exhaustive};
 use rayon::prelude::*;
 
-use super::greedy::{Greedy, SplitMix, TreeStats};
+use self::omeco_search::{EXHAUSTIVE_RATE, exhaustive_work, flatten, omeco_code, treesa};
+
+use super::greedy::{Greedy, TreeStats};
 use super::partition::hyper;
 use super::structure::{Label, Network, Notation};
 use crate::error::{Error, Result};
@@ -133,7 +132,9 @@ pub enum Optimizer {
     /// the fewest flops kept. Chosen from the order-quality table of docs/PERFORMANCE.md: on
     /// random 3-regular graphs the trials cut the greedy cost by 10⁵ to 10⁶, on lattices by
     /// 1.2 to 1.5×, and planning, the runs spread over the rayon pool, takes less time than
-    /// opt_einsum's greedy on each network of the table (2 threads).
+    /// opt_einsum's greedy on each network of the table (2 threads). [`Hyper`](Optimizer::Hyper)
+    /// finds far cheaper trees on lattices and random graphs (the same table) but spends its
+    /// whole budget and depends on the clock, so it is asked for, not the default.
     #[default]
     Auto,
     /// Greedy pairwise search after opt_einsum's `greedy` (Daniel G. A. Smith and Johnnie
@@ -150,9 +151,11 @@ pub enum Optimizer {
     /// Neither queue policy dominates (the order-quality table of docs/PERFORMANCE.md). A
     /// label held by every operand is treated as open while choosing, and at most 8 live
     /// holders of a hyperedge are scanned for candidates. `O(n · r · log n)` for `n` operands
-    /// of rank at most `r`; not bounded by the budget, which it does not need (10,000
-    /// scalars plan in 8 ms; [`Auto`](Optimizer::Auto), twenty greedy runs, plans 10,000
-    /// operands with hyperedges of degree 5,000 in 1.0 s).
+    /// of rank at most `r` (10,000 scalars plan in 8 ms, 10,000 operands with hyperedges of
+    /// degree 5,000 in 0.13 s; on random graphs `r` grows with `n`: a 10,000-vertex random
+    /// 3-regular graph took 3.7 s). The runs are cut at the [`Search`] budget, or after
+    /// 0.25 s if the budget is shorter: past it a run joins the values it has left, smallest
+    /// first, in linear time, so its tree is then costlier and depends on the clock.
     Greedy,
     /// Exact dynamic programming minimising the total flop count within each connected
     /// component (omeco `ExhaustiveSearch`); components are joined by outer products from the
@@ -182,14 +185,23 @@ pub enum Optimizer {
     /// the machine.
     RandomGreedy,
     /// A hyper-optimizer within the [`Search`] budget (cotengra's `HyperOptimizer`, Gray and
-    /// Kourtis, Quantum 5, 410 (2021)): the [`Greedy`](Optimizer::Greedy) trees first, then
+    /// Kourtis, Quantum 5, 410 (2021)), followed by tree annealing: the
+    /// [`Greedy`](Optimizer::Greedy) trees first; then, for a tenth of the budget,
     /// alternately partition-based trees (recursive bisection of the network's hypergraph,
     /// Fiduccia–Mattheyses refinement, groups below a sampled cutoff contracted greedily; the
     /// cutoff, the balance and the seed sampled from [`Search::seed`]) and
-    /// [`RandomGreedy`](Optimizer::RandomGreedy) trials, in batches over the rayon pool, until
-    /// the budget is spent; the tree with the fewest flops is kept (anytime; overshoots the
-    /// budget by at most one batch). The trials are deterministic for a seed; how many fit
-    /// depends on the machine.
+    /// [`RandomGreedy`](Optimizer::RandomGreedy) trials, in batches over the rayon pool; then,
+    /// for the rest of the budget, one simulated-annealing chain per thread of the pool from
+    /// the best tree so far (TreeSA's local rotations, Kalachev, Panteleev, Zhou, Yung,
+    /// arXiv:2108.05665 (2021), with the energy of OMEinsumContractionOrders.jl: the change of
+    /// `log₂` of the two altered merges' multiply-adds; β rising from 1 to 8 per bit over the
+    /// remaining time). The tree with the fewest flops is kept (anytime; overshoots the budget
+    /// by at most one batch of samples or one annealing sweep). How many trials and sweeps fit
+    /// depends on the machine, so the tree does too. On the quality networks of
+    /// docs/PERFORMANCE.md, 2 s give trees at most as costly as cotengra's
+    /// `HyperOptimizer` finds in 10 s (with KaHyPar, with or without its annealing): equal
+    /// or up to 1.3× cheaper on the lattices and the MPS norm, 14× to 10²⁵× cheaper on
+    /// random 3-regular graphs.
     Hyper,
 }
 
@@ -211,9 +223,13 @@ impl Optimizer {
 ///   an exhaustive search whose estimated work exceeds it is not started, the annealing's
 ///   schedule is shortened to fit half of it, and an annealing still running when it ends is
 ///   abandoned (its thread finishes in the background; its result is dropped) for the greedy
-///   tree; [`RandomGreedy`](Optimizer::RandomGreedy) samples until it is spent. The greedy
-///   runs, [`Auto`](Optimizer::Auto)'s fixed trials included, are not timed (they are
-///   near-linear).
+///   tree; [`RandomGreedy`](Optimizer::RandomGreedy) and [`Hyper`](Optimizer::Hyper) sample
+///   until it is spent. The greedy runs (the start of every search, and
+///   [`Auto`](Optimizer::Auto)'s fixed trials) are cut at the budget, but get at least
+///   0.25 s: a run past it joins the values it has left, smallest first, and a variant not
+///   started by then is skipped. Measured with `cargo run --release -p adrules-benches --bin
+///   planner-budget` on networks of 10,000 operands: no search overran its budget by more
+///   than 0.31 s (docs/PERFORMANCE.md).
 /// - **seed** (default 0): the randomness of [`TreeSa`](Optimizer::TreeSa),
 ///   [`RandomGreedy`](Optimizer::RandomGreedy) and [`Hyper`](Optimizer::Hyper). omeco 0.2.6 seeds its generator with a fixed
 ///   constant and takes no seed, so for TreeSA a non-zero seed relabels the network (a seeded
@@ -223,7 +239,8 @@ impl Optimizer {
 /// A search whose budget is exceeded still returns a valid tree (the best found so far, at
 /// least the greedy one). Plans for the same network, shapes and search are reproducible for
 /// [`Auto`](Optimizer::Auto), [`Greedy`](Optimizer::Greedy) and
-/// [`Exhaustive`](Optimizer::Exhaustive) (its budget decision aside); not for
+/// [`Exhaustive`](Optimizer::Exhaustive) (their budget decisions aside: an exhaustive search
+/// not started, a greedy run cut); not for
 /// [`RandomGreedy`](Optimizer::RandomGreedy) and [`Hyper`](Optimizer::Hyper) (how many trials
 /// fit depends on the clock) nor
 /// [`TreeSa`](Optimizer::TreeSa) (omeco's hash-map ties, and the clock).
@@ -508,7 +525,13 @@ impl Network {
         let search_dims: Vec<usize> = label_dims.iter().map(|&d| d.max(1)).collect();
         let dims: Vec<f64> = search_dims.iter().map(|&d| d as f64).collect();
         let flops = |m: &[[usize; 2]]| TreeStats::of(&ixs, output, &search_dims, m).flops;
-        let greedy = || best_greedy(&ixs, output, &dims, &search_dims, Greedy::VARIANTS);
+        // the greedy runs are cut at the budget, but get at least GREEDY_MIN_TIME
+        let greedy_deadline = start + search.budget.max(GREEDY_MIN_TIME);
+        let deadline = start + search.budget;
+        let greedy = || {
+            let variants = Greedy::VARIANTS;
+            best_greedy(&ixs, output, &dims, &search_dims, variants, greedy_deadline)
+        };
         let merges = match search.optimizer {
             Optimizer::Greedy => greedy().0,
             Optimizer::Auto if n > Optimizer::AUTO_EXHAUSTIVE_MAX => {
@@ -521,7 +544,7 @@ impl Network {
                 };
                 let sampled = (0..samples).map(|t| Greedy::sampled(0, t));
                 let variants = Greedy::VARIANTS.into_iter().chain(sampled);
-                best_greedy(&ixs, output, &dims, &search_dims, variants).0
+                best_greedy(&ixs, output, &dims, &search_dims, variants, greedy_deadline).0
             }
             Optimizer::RandomGreedy => {
                 let (mut best, mut best_flops) = greedy();
@@ -529,7 +552,12 @@ impl Network {
                 // without candidates every trial gives the greedy tree
                 let useful = has_candidates(&ixs, self.output_mask());
                 while useful && start.elapsed() < search.budget {
-                    let g = Greedy::sampled(search.seed, trial).run(&ixs, output, &dims);
+                    let g = Greedy::sampled(search.seed, trial).run_until(
+                        &ixs,
+                        output,
+                        &dims,
+                        Some(deadline),
+                    );
                     let f = flops(&g.merges);
                     if f < best_flops {
                         (best, best_flops) = (g.merges, f);
@@ -593,27 +621,39 @@ fn has_candidates(ixs: &[Vec<usize>], is_out: Vec<bool>) -> bool {
     (0..count.len()).any(|l| !is_out[l] && count[l] >= 2 && count[l] < ixs.len())
 }
 
+/// The least time the greedy runs of every optimizer get, whatever the budget: below it a
+/// run is not cut (a budget of zero still gives the greedy tree of any network whose greedy
+/// runs take less; 10,000 operands with hyperedges of degree 5,000 take 0.13 s).
+pub(crate) const GREEDY_MIN_TIME: Duration = Duration::from_millis(250);
+
 /// The tree with the fewest flops of the greedy `variants` (the first on a tie), and its flops.
 /// The runs are independent and go to the rayon pool (they are deterministic, and the choice
-/// is made in the variants' order, so the result does not depend on the threads).
+/// is made in the variants' order, so the result does not depend on the threads). Runs are
+/// cut at `deadline` ([`Greedy::run_until`]), and a variant other than the first that starts
+/// after it is skipped; so the tree is deterministic unless a run reaches the deadline.
 fn best_greedy(
     ixs: &[Vec<usize>],
     output: &[usize],
     dims: &[f64],
     search_dims: &[usize],
     variants: impl IntoIterator<Item = Greedy>,
+    deadline: Instant,
 ) -> (Vec<[usize; 2]>, f64) {
     let variants: Vec<Greedy> = variants.into_iter().collect();
-    let runs: Vec<(Vec<[usize; 2]>, f64)> = variants
+    let runs: Vec<Option<(Vec<[usize; 2]>, f64)>> = variants
         .into_par_iter()
-        .map(|g| {
-            let merges = g.run(ixs, output, dims).merges;
+        .enumerate()
+        .map(|(k, g)| {
+            if k > 0 && Instant::now() >= deadline {
+                return None;
+            }
+            let merges = g.run_until(ixs, output, dims, Some(deadline)).merges;
             let flops = TreeStats::of(ixs, output, search_dims, &merges).flops;
-            (merges, flops)
+            Some((merges, flops))
         })
         .collect();
     let mut best: Option<(Vec<[usize; 2]>, f64)> = None;
-    for (merges, flops) in runs {
+    for (merges, flops) in runs.into_iter().flatten() {
         if best.as_ref().is_none_or(|(_, f)| flops < *f) {
             best = Some((merges, flops));
         }
@@ -621,177 +661,7 @@ fn best_greedy(
     best.unwrap_or_default()
 }
 
-/// Steps an omeco exhaustive search takes per second (the unit of [`exhaustive_work`]):
-/// 1.7e8 to 3.8e8 measured on rings of 8 to 12 operands (2-core machine, release build;
-/// `calibrate_budget_estimates`), rounded down.
-const EXHAUSTIVE_RATE: f64 = 1e8;
-
-/// Estimated steps of omeco's exhaustive search: `Σ_c 3^{k_c} · (labels + 1)` over the
-/// connected components (through any shared label) of `k_c` operands.
-fn exhaustive_work(ixs: &[Vec<usize>], num_labels: usize) -> f64 {
-    // union-find over operands, joined through the first holder of each label
-    let mut parent: Vec<usize> = (0..ixs.len()).collect();
-    fn root(p: &mut [usize], mut x: usize) -> usize {
-        while p[x] != x {
-            p[x] = p[p[x]];
-            x = p[x];
-        }
-        x
-    }
-    let mut holder: Vec<Option<usize>> = vec![None; num_labels];
-    for (k, ax) in ixs.iter().enumerate() {
-        for &l in ax {
-            match holder[l] {
-                None => holder[l] = Some(k),
-                Some(h) => {
-                    let (a, b) = (root(&mut parent, h), root(&mut parent, k));
-                    parent[a] = b;
-                }
-            }
-        }
-    }
-    let mut size = vec![0usize; ixs.len()];
-    for k in 0..ixs.len() {
-        let r = root(&mut parent, k);
-        size[r] += 1;
-    }
-    size.iter()
-        .filter(|&&s| s > 1)
-        .map(|&s| 3f64.powi(s as i32) * (num_labels + 1) as f64)
-        .sum()
-}
-
-/// omeco's input: the operands' kept labels (in the order `perm`, when given) and the label
-/// dimensions (at least 1).
-fn omeco_code(
-    ixs: &[Vec<usize>],
-    output: &[usize],
-    label_dims: &[usize],
-    perm: Option<&[usize]>,
-) -> (EinCode<usize>, HashMap<usize, usize>) {
-    let ixs: Vec<Vec<usize>> = match perm {
-        Some(p) => p.iter().map(|&k| ixs[k].clone()).collect(),
-        None => ixs.to_vec(),
-    };
-    let sizes: HashMap<usize, usize> = label_dims
-        .iter()
-        .enumerate()
-        .map(|(id, &d)| (id, d.max(1)))
-        .collect();
-    (EinCode::new(ixs, output.to_vec()), sizes)
-}
-
-/// Seconds per operand³ of omeco's greedy (TreeSA's initial tree): 5.5 s for 800 operands.
-const OMECO_GREEDY_CUBIC: f64 = 1.1e-8;
-/// Seconds per tree node and sweep of omeco's annealing, its greedy start included: 3e-7 to
-/// 1.2e-6 measured on MPS norms of 50 to 200 operands (release build, 2-core machine;
-/// `calibrate_budget_estimates`), rounded up.
-const TREESA_NODE: f64 = 1e-6;
-/// Temperatures of `TreeSA::fast()`, and its sweeps per temperature.
-const TREESA_BETAS: usize = 100;
-const TREESA_NITERS: usize = 20;
-
-/// omeco's TreeSA within `budget` (see [`Optimizer::TreeSa`]); `None` when it does not fit or
-/// does not return in time.
-fn treesa(
-    ixs: &[Vec<usize>],
-    output: &[usize],
-    label_dims: &[usize],
-    n: usize,
-    budget: Duration,
-    seed: u64,
-) -> Result<Option<Vec<[usize; 2]>>> {
-    let nf = n as f64;
-    let init = OMECO_GREEDY_CUBIC * nf.powi(3);
-    let per_level = 2.0 * nf * TREESA_NODE;
-    let room = budget.as_secs_f64() / 2.0 - init;
-    let niters = (room / (TREESA_BETAS as f64 * per_level)).floor();
-    if niters < 1.0 {
-        return Ok(None);
-    }
-    let niters = (niters as usize).min(TREESA_NITERS);
-    let perm: Vec<usize> = if seed == 0 {
-        (0..n).collect()
-    } else {
-        shuffled(n, seed)
-    };
-    let (code, sizes) = omeco_code(ixs, output, label_dims, Some(&perm));
-    let (tx, rx) = mpsc::channel();
-    let worker = std::thread::Builder::new()
-        .name("adrules-treesa".into())
-        .spawn(move || {
-            let config = TreeSA::fast().with_niters(niters);
-            let nested = optimize_treesa(&code, &sizes, &config);
-            let merges = nested.map(|t| flatten(&t, n, Some(&perm)));
-            let _ = tx.send(merges);
-        });
-    if worker.is_err() {
-        return Ok(None); // no thread: the greedy tree
-    }
-    match rx.recv_timeout(budget) {
-        Ok(Some(merges)) => merges.map(Some),
-        Ok(None) | Err(_) => Ok(None),
-    }
-}
-
-/// A permutation of `0..n` from `seed` (Fisher–Yates with SplitMix64).
-fn shuffled(n: usize, seed: u64) -> Vec<usize> {
-    let mut rng = SplitMix(seed);
-    let mut p: Vec<usize> = (0..n).collect();
-    for i in (1..n).rev() {
-        let j = (rng.next() % (i as u64 + 1)) as usize;
-        p.swap(i, j);
-    }
-    p
-}
-
-/// Post-order walk of omeco's tree into SSA merges (iterative: annealed trees can be deep);
-/// leaf `t` is operand `perm[t]` when a permutation is given.
-fn flatten(
-    root: &NestedEinsum<usize>,
-    n: usize,
-    perm: Option<&[usize]>,
-) -> Result<Vec<[usize; 2]>> {
-    let mut merges = Vec::with_capacity(n.saturating_sub(1));
-    // (node, children done); finished values on `done`
-    let mut stack: Vec<(&NestedEinsum<usize>, bool)> = vec![(root, false)];
-    let mut done: Vec<usize> = Vec::new();
-    while let Some((node, expanded)) = stack.pop() {
-        match node {
-            NestedEinsum::Leaf { tensor_index } => {
-                let t = *tensor_index;
-                let k = match perm {
-                    Some(p) => p.get(t).copied(),
-                    None => Some(t),
-                };
-                done.push(k.filter(|&k| k < n).ok_or_else(|| {
-                    Error::invalid("order", format!("omeco returned an unknown tensor {t}"))
-                })?);
-            }
-            NestedEinsum::Node { args, .. } => match (args.as_slice(), expanded) {
-                ([a, b], false) => {
-                    stack.push((node, true));
-                    stack.push((b, false));
-                    stack.push((a, false));
-                }
-                ([_, _], true) => {
-                    let (Some(b), Some(a)) = (done.pop(), done.pop()) else {
-                        return Err(Error::invalid("order", "omeco returned a malformed tree"));
-                    };
-                    merges.push([a, b]);
-                    done.push(n + merges.len() - 1);
-                }
-                _ => {
-                    return Err(Error::invalid(
-                        "order",
-                        format!("omeco returned a node with {} children", args.len()),
-                    ));
-                }
-            },
-        }
-    }
-    Ok(merges)
-}
+mod omeco_search;
 
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,9 @@
 //! (against a scanning version), greedy against omeco's greedy, large networks, budgets, and
 //! the validity of every optimizer's tree; one ignored timing run calibrates the budgets.
 
+use super::omeco_search::*;
 use super::*;
+use ::omeco::{TreeSA, optimize_treesa};
 
 #[test]
 fn tree_validation() {
