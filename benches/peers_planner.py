@@ -55,7 +55,7 @@ def main():
     p.add_argument(
         "--anneal",
         action="store_true",
-        help="also anneal each cotengra trial (simulated_annealing_opts={}); off in its defaults",
+        help="also anneal each cotengra trial (simulated_annealing_opts={}, besides the default subtree reconfiguration)",
     )
     args = p.parse_args()
     with open(args.networks) as f:

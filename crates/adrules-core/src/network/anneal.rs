@@ -22,7 +22,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::greedy::{SplitMix, walk_merges};
+use super::greedy::{SplitMix, log2_add, walk_merges};
 
 /// Inverse temperature (per bit of a move's cost change) at the start of the schedule. The
 /// schedule (1 → 8, started from the best sampled tree) was chosen on the quality networks of
@@ -33,6 +33,9 @@ const BETA_START: f64 = 1.0;
 const BETA_END: f64 = 8.0;
 
 const NONE: usize = usize::MAX;
+
+/// Nodes a sweep visits between two readings of the clock.
+const CLOCK_NODES: usize = 256;
 
 /// A binary tree with the labels of every node's result as a sorted list.
 struct Tree {
@@ -46,12 +49,6 @@ struct Tree {
     /// `log₂ d` of every label
     lw: Vec<f64>,
     n: usize,
-}
-
-/// `log₂(2^a + 2^b)` without overflow.
-fn log2_add(a: f64, b: f64) -> f64 {
-    let (hi, lo) = if a > b { (a, b) } else { (b, a) };
-    hi + (lo - hi).exp2().ln_1p() / std::f64::consts::LN_2
 }
 
 /// Calls `f` on every label of the union of the sorted lists `a` and `b`, once each, in order.
@@ -80,6 +77,8 @@ impl Tree {
     fn new(ixs: &[Vec<usize>], output: &[usize], dims: &[f64], merges: &[[usize; 2]]) -> Tree {
         let n = ixs.len();
         let nodes = 2 * n - 1;
+        // label ids fit in u32: a network with 2³² labels would not fit in memory
+        debug_assert!(dims.len() <= u32::MAX as usize + 1);
         let sorted = |ls: &[usize]| {
             let mut v: Vec<u32> = ls.iter().map(|&l| l as u32).collect();
             v.sort_unstable();
@@ -115,11 +114,11 @@ impl Tree {
         s
     }
 
-    /// Total multiply-adds of the tree.
-    fn flops(&self) -> f64 {
-        (self.n..self.children.len())
-            .map(|x| self.tc[x].exp2())
-            .sum()
+    /// `log₂` of the tree's total multiply-adds (finite beyond 2¹⁰²⁴).
+    fn log2_flops(&self) -> f64 {
+        let tcs = &self.tc[self.n..];
+        let top = tcs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        top + tcs.iter().map(|&t| (t - top).exp2()).sum::<f64>().log2()
     }
 
     /// Tries a random rotation at internal node `x` (see the module docs) at inverse
@@ -167,19 +166,25 @@ impl Tree {
         self.tc[x] = tc_x;
     }
 
-    /// One sweep: every internal node, top-down, one tried move each.
+    /// One sweep: every internal node, top-down, one tried move each; stopped early (the
+    /// tree stays valid) when the clock, read every [`CLOCK_NODES`] nodes, passes `deadline`.
     fn sweep(
         &mut self,
         beta: f64,
         rng: &mut SplitMix,
-        stack: &mut Vec<usize>,
-        scratch: &mut Vec<u32>,
+        (stack, scratch): (&mut Vec<usize>, &mut Vec<u32>),
+        deadline: Instant,
     ) {
         stack.clear();
         stack.push(self.root);
+        let mut visited = 0usize;
         while let Some(x) = stack.pop() {
             if x < self.n {
                 continue;
+            }
+            visited += 1;
+            if visited.is_multiple_of(CLOCK_NODES) && Instant::now() >= deadline {
+                return;
             }
             self.try_move(x, beta, rng, scratch);
             stack.extend(self.children[x]);
@@ -216,8 +221,9 @@ impl Tree {
 /// Anneals the tree `merges` (SSA form over operands labelled `ixs`, output labels `output`,
 /// label dimensions `dims`) until `deadline` or for at most `max_sweeps` sweeps (β follows
 /// whichever of the two is nearer its end), with the randomness of `seed`; returns the tree
-/// with the fewest multiply-adds seen (never costlier than `merges`) and its multiply-adds.
-/// `merges` must be a complete tree (`ixs.len() − 1` merges).
+/// with the fewest multiply-adds seen (never costlier than `merges`) and `log₂` of its
+/// multiply-adds (the costing of `TreeStats`, to rounding). `merges` must be a complete tree
+/// (`ixs.len() − 1` merges); anything else is returned as it is, with cost `+∞`.
 pub(crate) fn anneal(
     ixs: &[Vec<usize>],
     output: &[usize],
@@ -228,12 +234,14 @@ pub(crate) fn anneal(
     seed: u64,
 ) -> (Vec<[usize; 2]>, f64) {
     let n = ixs.len();
-    if n < 3 || merges.len() + 1 != n {
-        let t = (n >= 1 && merges.len() + 1 == n).then(|| Tree::new(ixs, output, dims, merges));
-        return (merges.to_vec(), t.map_or(0.0, |t| t.flops()));
+    if n == 0 || merges.len() + 1 != n {
+        return (merges.to_vec(), f64::INFINITY);
     }
     let mut t = Tree::new(ixs, output, dims, merges);
-    let mut best = (merges.to_vec(), t.flops());
+    let mut best = (merges.to_vec(), t.log2_flops());
+    if n < 3 {
+        return best; // no rotation exists
+    }
     let start = Instant::now();
     let span = deadline
         .saturating_duration_since(start)
@@ -250,8 +258,8 @@ pub(crate) fn anneal(
             sweep as f64 / max_sweeps as f64,
         );
         let beta = BETA_START + (BETA_END - BETA_START) * frac;
-        t.sweep(beta, &mut rng, &mut stack, &mut scratch);
-        let f = t.flops();
+        t.sweep(beta, &mut rng, (&mut stack, &mut scratch), deadline);
+        let f = t.log2_flops();
         if f < best.1 {
             best = (t.merges(), f);
         }
@@ -289,16 +297,20 @@ mod tests {
         let fdims: Vec<f64> = dims.iter().map(|&d| d as f64).collect();
         let start = Greedy::OPT_EINSUM.run(&ixs, &output, &fdims).merges;
         let start_flops = TreeStats::of(&ixs, &output, &dims, &start).flops;
-        // the incremental bit-set costing agrees with the label walk on the start tree
+        // the label-list costing agrees with the label walk on the start tree
         let t = Tree::new(&ixs, &output, &fdims, &start);
-        assert!((t.flops() - start_flops).abs() <= 1e-9 * start_flops);
+        assert!((t.log2_flops().exp2() - start_flops).abs() <= 1e-9 * start_flops);
         for seed in 0..4 {
             let deadline = Instant::now() + Duration::from_secs(3600);
             let (m, f) = anneal(&ixs, &output, &fdims, &start, deadline, 300, seed);
             assert!(ContractionTree::new(ixs.len(), m.clone()).is_ok());
-            let exact = TreeStats::of(&ixs, &output, &dims, &m).flops;
-            assert!((f - exact).abs() <= 1e-9 * exact, "{f} vs {exact}");
-            assert!(f <= start_flops);
+            let exact = TreeStats::of(&ixs, &output, &dims, &m);
+            assert!(
+                (f - exact.log2_flops).abs() <= 1e-9,
+                "{f} vs {}",
+                exact.log2_flops
+            );
+            assert!(exact.flops <= start_flops * (1.0 + 1e-12));
         }
     }
 
@@ -317,14 +329,13 @@ mod tests {
         }
         let bad = TreeStats::of(&ixs, &output, &dims, &merges).flops;
         let deadline = Instant::now() + Duration::from_secs(3600);
-        let (_, f) = anneal(&ixs, &output, &fdims, &merges, deadline, 1000, 1);
+        let (m, _) = anneal(&ixs, &output, &fdims, &merges, deadline, 1000, 1);
+        let f = TreeStats::of(&ixs, &output, &dims, &m).flops;
         assert!(f < bad / 2.0, "{f} vs {bad}");
     }
 
-    #[test]
-    fn annealing_beats_the_greedy_tree_on_a_random_cubic_graph() {
-        // a ring of 80 operands with a seeded random perfect matching of chords (3-regular)
-        let n = 80;
+    /// A ring of `n` operands with a seeded random perfect matching of chords (3-regular).
+    fn cubic(n: usize) -> Vec<Vec<usize>> {
         let mut ixs: Vec<Vec<usize>> = (0..n).map(|k| vec![k, (k + n - 1) % n]).collect();
         let mut rng = SplitMix(11);
         let mut order: Vec<usize> = (0..n).collect();
@@ -335,14 +346,43 @@ mod tests {
             ixs[pair[0]].push(n + c);
             ixs[pair[1]].push(n + c);
         }
+        ixs
+    }
+
+    #[test]
+    fn costs_beyond_f64_are_compared_in_log2() {
+        // bonds of 2⁵⁰ on a 120-vertex cubic graph: the greedy tree costs beyond 2¹⁰²⁴
+        let n = 120;
+        let ixs = cubic(n);
+        let dims = vec![1usize << 50; n + n / 2];
+        let fdims = vec![(1u64 << 50) as f64; n + n / 2];
+        let greedy = Greedy::OPT_EINSUM.run(&ixs, &[], &fdims).merges;
+        let g = TreeStats::of(&ixs, &[], &dims, &greedy);
+        assert!(
+            g.flops.is_infinite() && g.log2_flops > 1024.0,
+            "{}",
+            g.log2_flops
+        );
+        let deadline = Instant::now() + Duration::from_secs(3600);
+        let (m, log2) = anneal(&ixs, &[], &fdims, &greedy, deadline, 2000, 3);
+        let exact = TreeStats::of(&ixs, &[], &dims, &m);
+        assert!((log2 - exact.log2_flops).abs() <= 1e-9 * log2);
+        assert!(log2 < g.log2_flops - 50.0, "{log2} vs {}", g.log2_flops);
+    }
+
+    #[test]
+    fn annealing_beats_the_greedy_tree_on_a_random_cubic_graph() {
+        let n = 80;
+        let ixs = cubic(n);
         let dims = vec![2usize; n + n / 2];
         let fdims = vec![2.0; n + n / 2];
         let greedy = Greedy::OPT_EINSUM.run(&ixs, &[], &fdims).merges;
         let g = TreeStats::of(&ixs, &[], &dims, &greedy).flops;
         let deadline = Instant::now() + Duration::from_secs(3600);
-        let (m, f) = anneal(&ixs, &[], &fdims, &greedy, deadline, 3000, 5);
-        let exact = TreeStats::of(&ixs, &[], &dims, &m).flops;
-        assert!((f - exact).abs() <= 1e-12 * exact);
+        let (m, log2) = anneal(&ixs, &[], &fdims, &greedy, deadline, 3000, 5);
+        let exact = TreeStats::of(&ixs, &[], &dims, &m);
+        assert!((log2 - exact.log2_flops).abs() <= 1e-9);
+        let f = exact.flops;
         assert!(f < g / 4.0, "annealed {f:e} vs greedy {g:e}");
     }
 }

@@ -64,6 +64,8 @@ impl Partition {
 
     /// The tree's merges (SSA form) for operands labelled `ixs` (each label once per operand),
     /// output labels `output` and label dimensions `dims`.
+    /// Past `deadline` (if any), groups are no longer split: each becomes a leaf whose greedy
+    /// run is cut at the deadline too (see `Greedy::run_until`).
     pub(crate) fn run(
         &self,
         ixs: &[Vec<usize>],
@@ -106,7 +108,8 @@ impl Partition {
     }
 }
 
-/// [`super::Optimizer::Hyper`]: starting from `best` (a tree and its flops), partition-based
+/// [`super::Optimizer::Hyper`]: starting from `best` (a tree and `log₂` of its flops, as
+/// `TreeStats::log2_flops`), partition-based
 /// and random-greedy trials alternately, in batches of twice the rayon pool's threads, for
 /// [`SAMPLE_SHARE`] of `budget` (an adaptive share, three quarters of each batch to the method
 /// that found the best tree, was tried and made the 8×8 lattice 1.5× costlier); then one
@@ -125,6 +128,8 @@ pub(crate) fn hyper(
 ) -> Vec<[usize; 2]> {
     let start = Instant::now();
     let sample_budget = budget.mul_f64(SAMPLE_SHARE);
+    // `None`: a budget too large for the clock, no deadline
+    let (until, deadline) = (start.checked_add(sample_budget), start.checked_add(budget));
     let (mut best, mut best_flops) = best;
     let threads = rayon::current_num_threads().max(1) as u64;
     let batch = 2 * threads;
@@ -133,7 +138,6 @@ pub(crate) fn hyper(
         let runs: Vec<(Vec<[usize; 2]>, f64)> = (trial..trial + batch)
             .into_par_iter()
             .map(|t| {
-                let until = Some(start + sample_budget);
                 let merges = if t % 2 == 0 {
                     Partition::sampled(seed, t / 2).run(ixs, output, dims, until)
                 } else {
@@ -141,7 +145,7 @@ pub(crate) fn hyper(
                         .run_until(ixs, output, dims, until)
                         .merges
                 };
-                let f = TreeStats::of(ixs, output, search_dims, &merges).flops;
+                let f = TreeStats::of(ixs, output, search_dims, &merges).log2_flops;
                 (merges, f)
             })
             .collect();
@@ -152,7 +156,8 @@ pub(crate) fn hyper(
         }
         trial += batch;
     }
-    let deadline = start + budget;
+    // a budget beyond the clock anneals for a year
+    let deadline = deadline.unwrap_or_else(|| start + Duration::from_secs(365 * 86_400));
     if Instant::now() >= deadline || ixs.len() < 3 {
         return best;
     }
@@ -253,16 +258,25 @@ impl Builder<'_> {
         if let [only] = group {
             return *only;
         }
-        self.enter(group);
         let inputs: Vec<Vec<usize>> = group.iter().map(|&k| self.ixs[k].clone()).collect();
+        // a label is open when in the output or held outside the group: fewer of its
+        // holders inside than in all (`count` is scratch here: [holders inside, listed])
+        for ax in &inputs {
+            for &l in ax {
+                self.count[l] = [0, 0];
+            }
+        }
+        for ax in &inputs {
+            for &l in ax {
+                self.count[l][0] += 1;
+            }
+        }
         let mut open: Vec<usize> = Vec::new();
         for ax in &inputs {
             for &l in ax {
-                let outside = self.is_out[l]
-                    || self.holders[l]
-                        .iter()
-                        .any(|&k| self.member[k] != self.stamp);
-                if outside && !open.contains(&l) {
+                let c = &mut self.count[l];
+                if c[1] == 0 && (self.is_out[l] || c[0] < self.holders[l].len()) {
+                    c[1] = 1;
                     open.push(l);
                 }
             }

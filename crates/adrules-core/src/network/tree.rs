@@ -12,7 +12,8 @@
 //! opt_einsum 3.4.0's on lattices, random graphs and an MPS norm), and three that differ in
 //! the queue policy and cost weight. [`Optimizer::RandomGreedy`] samples randomised variants
 //! within the budget; [`Optimizer::Auto`] (the default for Einstein strings) adds a fixed
-//! number of them, so it stays deterministic. omeco's greedy (0.2.6) grows about as `n³`
+//! number of them, so it stays deterministic (unless a run reaches the budget, see
+//! [`Search`]). omeco's greedy (0.2.6) grows about as `n³`
 //! (5.5 s for an 800-tensor MPS norm, where this one takes about a millisecond) and breaks
 //! ties in hash-map order (its trees vary between runs); on the networks of the benches this
 //! one's trees cost the same or less (a test checks it).
@@ -128,8 +129,8 @@ pub enum Optimizer {
     /// [`AUTO_EXHAUSTIVE_MAX`](Optimizer::AUTO_EXHAUSTIVE_MAX) operands; above, the
     /// [`Greedy`](Optimizer::Greedy) runs and
     /// [`AUTO_SAMPLES`](Optimizer::AUTO_SAMPLES) seeded
-    /// [`RandomGreedy`](Optimizer::RandomGreedy) trials (seed 0: deterministic), the tree with
-    /// the fewest flops kept. Chosen from the order-quality table of docs/PERFORMANCE.md: on
+    /// [`RandomGreedy`](Optimizer::RandomGreedy) trials (seed 0: deterministic while no run
+    /// reaches the budget, see [`Search`]), the tree with the fewest flops kept. Chosen from the order-quality table of docs/PERFORMANCE.md: on
     /// random 3-regular graphs the trials cut the greedy cost by 10⁵ to 10⁶, on lattices by
     /// 1.2 to 1.5×, and planning, the runs spread over the rayon pool, takes less time than
     /// opt_einsum's greedy on each network of the table (2 threads). [`Hyper`](Optimizer::Hyper)
@@ -152,10 +153,11 @@ pub enum Optimizer {
     /// label held by every operand is treated as open while choosing, and at most 8 live
     /// holders of a hyperedge are scanned for candidates. `O(n · r · log n)` for `n` operands
     /// of rank at most `r` (10,000 scalars plan in 8 ms, 10,000 operands with hyperedges of
-    /// degree 5,000 in 0.13 s; on random graphs `r` grows with `n`: a 10,000-vertex random
-    /// 3-regular graph took 3.7 s). The runs are cut at the [`Search`] budget, or after
-    /// 0.25 s if the budget is shorter: past it a run joins the values it has left, smallest
-    /// first, in linear time, so its tree is then costlier and depends on the clock.
+    /// degree 5,000 in 0.13 s; on random graphs `r` grows with `n`: on a 10,000-vertex random
+    /// 3-regular graph a run takes seconds). The runs are cut at the [`Search`] budget, or
+    /// after 0.25 s if the budget is shorter: past it a run joins the values it has left,
+    /// smallest first, in `O(values · (rank + log values))`, so its tree is then costlier and
+    /// depends on the clock.
     Greedy,
     /// Exact dynamic programming minimising the total flop count within each connected
     /// component (omeco `ExhaustiveSearch`); components are joined by outer products from the
@@ -179,10 +181,9 @@ pub enum Optimizer {
     /// trees first, then greedy runs with a random cost weight α ∈ [0, 2], queue policy, tie
     /// order and a multiplicative Gaussian jitter of relative size 10⁻³ to 1 on every pair's
     /// cost, drawn from [`Search::seed`], until the budget is spent; the tree with the fewest
-    /// flops is kept. Anytime: the best tree so far is returned when the budget ends (one run
-    /// takes about a millisecond per thousand operands, so it overshoots the budget by at
-    /// most one run); the trials are deterministic for a seed, but how many fit depends on
-    /// the machine.
+    /// flops is kept. Anytime: the best tree so far is returned when the budget ends (the run
+    /// under way then is cut, see [`Greedy`](Optimizer::Greedy)); the trials are
+    /// deterministic for a seed, but how many fit, and so the tree, depends on the machine.
     RandomGreedy,
     /// A hyper-optimizer within the [`Search`] budget (cotengra's `HyperOptimizer`, Gray and
     /// Kourtis, Quantum 5, 410 (2021)), followed by tree annealing: the
@@ -195,8 +196,9 @@ pub enum Optimizer {
     /// the best tree so far (TreeSA's local rotations, Kalachev, Panteleev, Zhou, Yung,
     /// arXiv:2108.05665 (2021), with the energy of OMEinsumContractionOrders.jl: the change of
     /// `log₂` of the two altered merges' multiply-adds; β rising from 1 to 8 per bit over the
-    /// remaining time). The tree with the fewest flops is kept (anytime; overshoots the budget
-    /// by at most one batch of samples or one annealing sweep). How many trials and sweeps fit
+    /// remaining time). The tree with the fewest flops is kept (anytime: sample runs are cut
+    /// at the end of the sampling share, the annealing reads the clock every 256 nodes of a
+    /// sweep; the greedy start gets at least 0.25 s, as for every search). How many trials and sweeps fit
     /// depends on the machine, so the tree does too. On the quality networks of
     /// docs/PERFORMANCE.md, 2 s give trees at most as costly as cotengra's
     /// `HyperOptimizer` finds in 10 s (with KaHyPar, with or without its annealing): equal
@@ -229,7 +231,7 @@ impl Optimizer {
 ///   0.25 s: a run past it joins the values it has left, smallest first, and a variant not
 ///   started by then is skipped. Measured with `cargo run --release -p adrules-benches --bin
 ///   planner-budget` on networks of 10,000 operands: no search overran its budget by more
-///   than 0.31 s (docs/PERFORMANCE.md).
+///   than 0.27 s (docs/PERFORMANCE.md).
 /// - **seed** (default 0): the randomness of [`TreeSa`](Optimizer::TreeSa),
 ///   [`RandomGreedy`](Optimizer::RandomGreedy) and [`Hyper`](Optimizer::Hyper). omeco 0.2.6 seeds its generator with a fixed
 ///   constant and takes no seed, so for TreeSA a non-zero seed relabels the network (a seeded
@@ -271,8 +273,8 @@ impl Search {
     }
 
     /// The same search with time budget `budget` (see the type docs; `Duration::ZERO` asks for
-    /// the greedy tree whenever a search would take time; [`Optimizer::Auto`]'s fixed trials
-    /// still run).
+    /// the greedy tree whenever a search would take time; the greedy runs, and
+    /// [`Optimizer::Auto`]'s fixed trials, still get 0.25 s; `Duration::MAX` means no limit).
     pub const fn with_budget(self, budget: Duration) -> Self {
         Search { budget, ..self }
     }
@@ -524,10 +526,12 @@ impl Network {
         // Zero-size labels make every order free; the search costs them as 1.
         let search_dims: Vec<usize> = label_dims.iter().map(|&d| d.max(1)).collect();
         let dims: Vec<f64> = search_dims.iter().map(|&d| d as f64).collect();
-        let flops = |m: &[[usize; 2]]| TreeStats::of(&ixs, output, &search_dims, m).flops;
+        // trees are compared by log₂ of their flops: random graphs' trees exceed f64
+        let flops = |m: &[[usize; 2]]| TreeStats::of(&ixs, output, &search_dims, m).log2_flops;
         // the greedy runs are cut at the budget, but get at least GREEDY_MIN_TIME
-        let greedy_deadline = start + search.budget.max(GREEDY_MIN_TIME);
-        let deadline = start + search.budget;
+        // `None`: a budget too large for the clock, no deadline
+        let greedy_deadline = start.checked_add(search.budget.max(GREEDY_MIN_TIME));
+        let deadline = start.checked_add(search.budget);
         let greedy = || {
             let variants = Greedy::VARIANTS;
             best_greedy(&ixs, output, &dims, &search_dims, variants, greedy_deadline)
@@ -552,12 +556,8 @@ impl Network {
                 // without candidates every trial gives the greedy tree
                 let useful = has_candidates(&ixs, self.output_mask());
                 while useful && start.elapsed() < search.budget {
-                    let g = Greedy::sampled(search.seed, trial).run_until(
-                        &ixs,
-                        output,
-                        &dims,
-                        Some(deadline),
-                    );
+                    let g = Greedy::sampled(search.seed, trial)
+                        .run_until(&ixs, output, &dims, deadline);
                     let f = flops(&g.merges);
                     if f < best_flops {
                         (best, best_flops) = (g.merges, f);
@@ -626,29 +626,31 @@ fn has_candidates(ixs: &[Vec<usize>], is_out: Vec<bool>) -> bool {
 /// runs take less; 10,000 operands with hyperedges of degree 5,000 take 0.13 s).
 pub(crate) const GREEDY_MIN_TIME: Duration = Duration::from_millis(250);
 
-/// The tree with the fewest flops of the greedy `variants` (the first on a tie), and its flops.
+/// The tree with the fewest flops of the greedy `variants` (the first on a tie), and `log₂`
+/// of its flops.
 /// The runs are independent and go to the rayon pool (they are deterministic, and the choice
 /// is made in the variants' order, so the result does not depend on the threads). Runs are
 /// cut at `deadline` ([`Greedy::run_until`]), and a variant other than the first that starts
-/// after it is skipped; so the tree is deterministic unless a run reaches the deadline.
+/// after it is skipped; so the tree is deterministic unless the deadline is reached (then
+/// which runs were cut or skipped depends on the clock and the threads).
 fn best_greedy(
     ixs: &[Vec<usize>],
     output: &[usize],
     dims: &[f64],
     search_dims: &[usize],
     variants: impl IntoIterator<Item = Greedy>,
-    deadline: Instant,
+    deadline: Option<Instant>,
 ) -> (Vec<[usize; 2]>, f64) {
     let variants: Vec<Greedy> = variants.into_iter().collect();
     let runs: Vec<Option<(Vec<[usize; 2]>, f64)>> = variants
         .into_par_iter()
         .enumerate()
         .map(|(k, g)| {
-            if k > 0 && Instant::now() >= deadline {
+            if k > 0 && deadline.is_some_and(|d| Instant::now() >= d) {
                 return None;
             }
-            let merges = g.run_until(ixs, output, dims, Some(deadline)).merges;
-            let flops = TreeStats::of(ixs, output, search_dims, &merges).flops;
+            let merges = g.run_until(ixs, output, dims, deadline).merges;
+            let flops = TreeStats::of(ixs, output, search_dims, &merges).log2_flops;
             Some((merges, flops))
         })
         .collect();

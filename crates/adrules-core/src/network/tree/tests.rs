@@ -618,3 +618,21 @@ fn intermediates_beyond_usize_are_a_typed_error() {
         Err(Error::CountMismatch { .. })
     ));
 }
+
+#[test]
+fn a_budget_beyond_the_clock_is_no_limit() {
+    use std::time::Duration;
+    // Instant + Duration::MAX overflows: the searches that finish on their own must not panic
+    let net = Network::einsum("ab,bc,cd,de,ef,fg,gh,hi,ij,ja,ac,eg->").unwrap();
+    let dims = vec![3; net.num_labels()];
+    for opt in [
+        Optimizer::Auto,
+        Optimizer::Greedy,
+        Optimizer::Exhaustive,
+        Optimizer::TreeSa,
+    ] {
+        let search = Search::new(opt).with_budget(Duration::MAX);
+        let tree = net.tree(&dims, &Order::Search(search)).unwrap();
+        assert_eq!(tree.merges().len(), net.num_operands() - 1, "{opt:?}");
+    }
+}
