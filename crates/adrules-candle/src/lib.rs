@@ -12,6 +12,9 @@
 //! - [`einsum`], [`ncon`], [`fn@network`] ([`mod@network`]): tensor networks of any number of
 //!   operands, run as the core's contraction plan with one custom op per step (candle
 //!   differentiates at most three inputs per op; the module explains the design).
+//! - [`linalg`]: SVD (thin, full, truncated), QR and eigh as differentiable candle ops
+//!   returning the core's factor types; `backward()` through any factor runs the core's
+//!   decomposition pullbacks.
 //! - [`fn@implicit`] and [`CandleConditions`] ([`mod@implicit`]): implicit functions whose
 //!   conditions are written with candle tensors; candle's backward gives `Aᴴ·u` and `Bᴴ·u`,
 //!   the core's implicit rule does the rest, and the op registers the implicit pullback (the
@@ -100,6 +103,7 @@ mod cpu;
 mod forward;
 pub mod implicit;
 mod kernel;
+pub mod linalg;
 pub mod network;
 mod ops;
 

@@ -9,5 +9,6 @@ mod general_primitives;
 mod hvp;
 mod implicit;
 mod implicit_device;
+mod linalg;
 mod network;
 mod ops;

@@ -1,0 +1,295 @@
+//! The decompositions as differentiable candle ops: [`svd`], [`svd_truncated`], [`qr`] and
+//! [`eigh`] return the core's factor types ([`Svd`], [`TruncatedSvd`], [`Qr`], [`Eigh`]) over
+//! [`CandleBackend`], whose tensors are nodes of candle's graph: a loss built from any of the
+//! factors with candle's own ops (or this crate's) reaches `A` through `backward()`, by the
+//! core's rules (`adrules_core::linalg`: Townsend's SVD pullback with Wan & Zhang's complex
+//! terms, Walter & Lehmann's and Liao et al.'s QR pullback, Giles' eigh pullback; formulas and sources in
+//! the docs of [`adrules_core::linalg::SvdPullback::pullback`],
+//! [`adrules_core::linalg::QrPullback::pullback`] and
+//! [`adrules_core::linalg::EighPullback::pullback`]).
+//!
+//! # How
+//! The factorisation runs once, through [`CandleBackend`] (faer on the host; on a GPU the
+//! matrix is copied to the host and the factors back), together with the core's pullback.
+//! The factors are then attached to candle's graph as **one** custom op over `A` whose
+//! output is the factors packed into one vector (candle's custom ops have one output), and
+//! each factor is a `narrow` + `reshape` of it: candle's backward gives the op the packed
+//! cotangent (zeros for a factor the loss does not use), which is split and handed to the
+//! pullback kept in the node. The forward of the op copies the packed factors (one copy of
+//! the output, no recomputation); the backward reruns nothing.
+//!
+//! # Shapes and dtypes
+//! `A: [batch…, m, n]`, rank ≥ 2, f32 or f64 (candle has no complex dtype); the factors'
+//! shapes are those of the core functions (`k = min(m, n)`). A gradient of `A` has `A`'s
+//! shape and dtype.
+//!
+//! # Errors
+//! As the core functions, as candle errors carrying the typed error
+//! ([`adrules_error`](crate::adrules_error)): rank below 2, a non-finite entry, a non-square
+//! or non-Hermitian matrix for eigh, invalid options, a complex or half-precision dtype
+//! ([`Error::Unsupported`](adrules_core::Error::Unsupported)). A loss whose gradient depends
+//! on the gauge of degenerate singular or eigen vectors fails in `backward()` with
+//! [`Error::GaugeIllDefined`](adrules_core::Error::GaugeIllDefined) (use
+//! [`try_backward`](crate::try_backward) to get it typed), never with a number.
+
+use std::sync::Arc;
+
+use adrules_core::linalg::{
+    Eigh, Qr, QrMode, RuleOptions, Svd, SvdCotangents, SvdMode, TruncatedSvd, Truncation,
+    eigh_rrule, qr_rrule, svd_rrule, svd_truncated_rrule,
+};
+use adrules_core::{Error, Result as CoreResult};
+use candle_core::backend::BackendStorage;
+use candle_core::{
+    CpuStorage, CudaStorage, CustomOp1, Layout, MetalStorage, Shape, Storage, Tensor,
+};
+
+use crate::backend::CandleBackend;
+use crate::convert::to_candle;
+
+/// The pullback of an attached op: the cotangents of its pieces, in order, to `Ā`.
+type Pullback = Box<dyn Fn(&[Tensor]) -> CoreResult<Tensor> + Send + Sync>;
+
+/// Values computed outside candle's graph (the factors of `A`, packed into one contiguous
+/// vector), attached to it as one node over `A` whose backward is the core's pullback.
+struct Attached {
+    name: &'static str,
+    packed: Tensor,
+    shapes: Vec<Shape>,
+    pullback: Pullback,
+}
+
+impl Attached {
+    /// The storage of the packed factors (a copy: candle owns an op's output).
+    fn copy<S>(&self, pick: impl Fn(&Storage) -> Option<&S>) -> candle_core::Result<(S, Shape)>
+    where
+        S: BackendStorage,
+    {
+        let (storage, layout) = self.packed.storage_and_layout();
+        let s = pick(&storage).ok_or_else(|| {
+            to_candle(Error::Backend {
+                backend: "candle".into(),
+                message: format!(
+                    "{}: the factors live on {:?}, not on the input's device",
+                    self.name,
+                    self.packed.device().location()
+                ),
+            })
+        })?;
+        Ok((s.try_clone(layout)?, self.packed.shape().clone()))
+    }
+}
+
+impl CustomOp1 for Attached {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        self.copy(|s| match s {
+            Storage::Cpu(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    fn cuda_fwd(&self, _: &CudaStorage, _: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        self.copy(|s| match s {
+            Storage::Cuda(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    fn metal_fwd(
+        &self,
+        _: &MetalStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(MetalStorage, Shape)> {
+        self.copy(|s| match s {
+            Storage::Metal(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    fn bwd(
+        &self,
+        _a: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
+        let pieces = split(grad, &self.shapes)?;
+        (self.pullback)(&pieces).map(Some).map_err(to_candle)
+    }
+}
+
+/// `t` (a vector) cut into consecutive pieces of the given shapes.
+fn split(t: &Tensor, shapes: &[Shape]) -> candle_core::Result<Vec<Tensor>> {
+    let mut offset = 0;
+    shapes
+        .iter()
+        .map(|s| {
+            let len = s.elem_count();
+            let piece = t.narrow(0, offset, len)?.reshape(s)?;
+            offset += len;
+            Ok(piece)
+        })
+        .collect()
+}
+
+/// The factors `x` as nodes of candle's graph over `a` (see the module docs), or as they are
+/// when `a` is not tracked (a constant: no node, nothing kept).
+fn attach(
+    name: &'static str,
+    a: &Tensor,
+    x: Vec<Tensor>,
+    pullback: Pullback,
+) -> candle_core::Result<Vec<Tensor>> {
+    if !a.track_op() {
+        return Ok(x);
+    }
+    let shapes: Vec<Shape> = x.iter().map(|t| t.shape().clone()).collect();
+    let flat = x
+        .iter()
+        .map(|t| t.flatten_all())
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    let packed = Tensor::cat(&flat, 0)?.contiguous()?;
+    let node = Attached {
+        name,
+        packed,
+        shapes,
+        pullback,
+    };
+    let out = a.apply_op1_arc(Arc::new(Box::new(node)))?;
+    split(
+        &out,
+        &x.iter().map(|t| t.shape().clone()).collect::<Vec<_>>(),
+    )
+}
+
+/// The backend on `a`'s device and `a` without its graph (the core computes on values).
+fn prepare(a: &Tensor) -> (CandleBackend, Tensor) {
+    (CandleBackend::new(a.device().clone()), a.detach())
+}
+
+/// `A = U·diag(S)·Vh` for `A: [batch…, m, n]` as differentiable candle tensors (see the
+/// module docs): `U: [batch…, m, k]`, `S: [batch…, k]`, `Vh: [batch…, k, n]` for
+/// [`SvdMode::Thin`] (`[batch…, m, m]` and `[batch…, n, n]` for [`SvdMode::Full`], whose
+/// complement columns take a cotangent only when it does not depend on their basis). The
+/// pullback is [`SvdPullback::pullback`](adrules_core::linalg::SvdPullback::pullback) with
+/// `opts` (broadening, degeneracy tolerance).
+///
+/// # Errors
+/// As [`adrules_core::linalg::svd_rrule`], inside candle's error.
+///
+/// # Example
+/// ```
+/// use adrules_candle::candle_core::{Device, Tensor, Var};
+/// use adrules_candle::linalg::svd;
+/// use adrules_core::linalg::{RuleOptions, SvdMode};
+/// # fn main() -> candle_core::Result<()> {
+/// let a = Var::randn(0f64, 1.0, (4, 3), &Device::Cpu)?;
+/// let f = svd(a.as_tensor(), SvdMode::Thin, RuleOptions::default())?;
+/// // the nuclear norm Σ sᵢ, whose gradient is U·Vh
+/// let grads = f.s.sum_all()?.backward()?;
+/// let want = f.u.matmul(&f.vh)?;
+/// let diff = (grads.get(a.as_tensor()).unwrap() - want)?.abs()?.max_all()?;
+/// assert!(diff.to_scalar::<f64>()? < 1e-12);
+/// # Ok(())
+/// # }
+/// ```
+pub fn svd(
+    a: &Tensor,
+    mode: SvdMode,
+    opts: RuleOptions,
+) -> candle_core::Result<Svd<CandleBackend>> {
+    let (be, ad) = prepare(a);
+    let (f, pb) = svd_rrule(&be, &ad, mode, opts).map_err(to_candle)?;
+    let pullback: Pullback = Box::new(move |c| {
+        pb.pullback(SvdCotangents {
+            u: Some(&c[0]),
+            s: Some(&c[1]),
+            vh: Some(&c[2]),
+            discarded: None,
+        })
+    });
+    let [u, s, vh]: [Tensor; 3] = attach("adrules-svd", a, vec![f.u, f.s, f.vh], pullback)?
+        .try_into()
+        .map_err(|_| to_candle(count(3)))?;
+    Ok(Svd { u, s, vh })
+}
+
+/// The truncated SVD of `A: [batch…, m, n]` (see [`Truncation`]: the rank `r` and the
+/// discarded singular values `[batch…, k − r]`) as differentiable candle tensors; the
+/// pullback includes the discarded subspace's term unless
+/// [`RuleOptions::discarded_term`] is `false`, and takes a cotangent of the discarded
+/// singular values too.
+///
+/// # Errors
+/// As [`adrules_core::linalg::svd_truncated_rrule`], inside candle's error.
+pub fn svd_truncated(
+    a: &Tensor,
+    truncation: Truncation,
+    opts: RuleOptions,
+) -> candle_core::Result<TruncatedSvd<CandleBackend>> {
+    let (be, ad) = prepare(a);
+    let (f, pb) = svd_truncated_rrule(&be, &ad, truncation, opts).map_err(to_candle)?;
+    let pullback: Pullback = Box::new(move |c| {
+        pb.pullback(SvdCotangents {
+            u: Some(&c[0]),
+            s: Some(&c[1]),
+            vh: Some(&c[2]),
+            discarded: Some(&c[3]),
+        })
+    });
+    let x = vec![f.svd.u, f.svd.s, f.svd.vh, f.discarded];
+    let [u, s, vh, discarded]: [Tensor; 4] = attach("adrules-svd-truncated", a, x, pullback)?
+        .try_into()
+        .map_err(|_| to_candle(count(4)))?;
+    Ok(TruncatedSvd {
+        svd: Svd { u, s, vh },
+        discarded,
+        rank: f.rank,
+    })
+}
+
+/// `A = Q·R` for `A: [batch…, m, n]` as differentiable candle tensors (`diag(R)` real and
+/// non-negative; shapes by [`QrMode`]). The pullback is
+/// [`QrPullback::pullback`](adrules_core::linalg::QrPullback::pullback).
+///
+/// # Errors
+/// As [`adrules_core::linalg::qr_rrule`], inside candle's error.
+pub fn qr(a: &Tensor, mode: QrMode) -> candle_core::Result<Qr<CandleBackend>> {
+    let (be, ad) = prepare(a);
+    let (f, pb) = qr_rrule(&be, &ad, mode).map_err(to_candle)?;
+    let pullback: Pullback = Box::new(move |c| pb.pullback(Some(&c[0]), Some(&c[1])));
+    let [q, r]: [Tensor; 2] = attach("adrules-qr", a, vec![f.q, f.r], pullback)?
+        .try_into()
+        .map_err(|_| to_candle(count(2)))?;
+    Ok(Qr { q, r })
+}
+
+/// The eigendecomposition of the symmetric part `(A + Aᵀ)/2` of `A: [batch…, n, n]` as
+/// differentiable candle tensors: eigenvalues `[batch…, n]` (non-decreasing) and
+/// eigenvectors as columns `[batch…, n, n]`; `A` must be symmetric up to `√ε·max|A|`. The
+/// pullback is [`EighPullback::pullback`](adrules_core::linalg::EighPullback::pullback) with
+/// `opts` (its cotangent `Ā` is symmetric).
+///
+/// # Errors
+/// As [`adrules_core::linalg::eigh_rrule`], inside candle's error.
+pub fn eigh(a: &Tensor, opts: RuleOptions) -> candle_core::Result<Eigh<CandleBackend>> {
+    let (be, ad) = prepare(a);
+    let (f, pb) = eigh_rrule(&be, &ad, opts).map_err(to_candle)?;
+    let pullback: Pullback = Box::new(move |c| pb.pullback(Some(&c[0]), Some(&c[1])));
+    let [values, vectors]: [Tensor; 2] =
+        attach("adrules-eigh", a, vec![f.values, f.vectors], pullback)?
+            .try_into()
+            .map_err(|_| to_candle(count(2)))?;
+    Ok(Eigh { values, vectors })
+}
+
+/// An internal count error (the factors come back as many as they went in).
+fn count(n: usize) -> Error {
+    Error::Backend {
+        backend: "candle".into(),
+        message: format!("expected {n} factors back from the graph"),
+    }
+}
