@@ -68,14 +68,6 @@ fn main() {
             ncon(&networks::random_regular(14, 2, 1)),
         ),
     ];
-    let optimizers = [
-        Optimizer::Auto,
-        Optimizer::Greedy,
-        Optimizer::Exhaustive,
-        Optimizer::TreeSa,
-        Optimizer::RandomGreedy,
-        Optimizer::Hyper,
-    ];
     let budgets = [0.0, 0.5, 2.0].map(Duration::from_secs_f64);
     let mut orders: Vec<(String, Order, Duration)> = vec![
         ("default".into(), Order::Default, Duration::ZERO),
@@ -85,7 +77,7 @@ fn main() {
             Search::DEFAULT_BUDGET,
         ),
     ];
-    for opt in optimizers {
+    for opt in Optimizer::ALL {
         for b in budgets {
             let order = Order::Search(Search::new(opt).with_budget(b));
             orders.push((format!("{opt:?}"), order, b));

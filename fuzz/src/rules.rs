@@ -217,14 +217,7 @@ pub(crate) fn planner(seed: u64) -> Result<(), Finding> {
         return Ok(());
     };
     let mut rng = Rng::seed(seed ^ 0x91a7);
-    let optimizer = [
-        Optimizer::Auto,
-        Optimizer::Greedy,
-        Optimizer::Exhaustive,
-        Optimizer::TreeSa,
-        Optimizer::RandomGreedy,
-        Optimizer::Hyper,
-    ][rng.below(6)];
+    let optimizer = Optimizer::ALL[rng.below(Optimizer::ALL.len())];
     let budget = Duration::from_micros(200 + rng.below(2000) as u64);
     let search = Search::new(optimizer)
         .with_budget(budget)

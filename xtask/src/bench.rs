@@ -374,30 +374,10 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         "`planner-networks`: every order on the quality networks; planning time of one run \
          (the medians are above). Peers on the same networks: `benches/peers_planner.py`.\n"
     );
-    let mut cmd = cargo();
-    cmd.args([
-        "run",
-        "--release",
-        "-q",
-        "-p",
-        "adrules-benches",
-        "--bin",
-        "planner-networks",
-    ]);
-    run(cmd)?;
+    run_bench_bin("planner-networks")?;
 
     println!("\n### Planning within the budget (overrun = planning time − budget)\n");
-    let mut cmd = cargo();
-    cmd.args([
-        "run",
-        "--release",
-        "-q",
-        "-p",
-        "adrules-benches",
-        "--bin",
-        "planner-budget",
-    ]);
-    run(cmd)?;
+    run_bench_bin("planner-budget")?;
 
     // Written by `cargo bench -p adrules-benches --features burn --bench burn_einsum` (not
     // run above: the burn feature is off by default); printed only when its estimates exist.
@@ -423,6 +403,21 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Runs the release binary `name` of the package `adrules-benches` (it prints its table).
+fn run_bench_bin(name: &str) -> Result<(), String> {
+    let mut cmd = cargo();
+    cmd.args([
+        "run",
+        "--release",
+        "-q",
+        "-p",
+        "adrules-benches",
+        "--bin",
+        name,
+    ]);
+    run(cmd)
 }
 
 /// The table of `benches/overheads.rs`: each fixed cost against its reference and its target.

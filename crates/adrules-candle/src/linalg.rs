@@ -35,8 +35,8 @@
 use std::sync::Arc;
 
 use adrules_core::linalg::{
-    Eigh, Qr, QrMode, RuleOptions, Svd, SvdCotangents, SvdMode, TruncatedSvd, Truncation,
-    eigh_rrule, qr_rrule, svd_rrule, svd_truncated_rrule,
+    Eigh, Qr, QrMode, RuleOptions, Svd, SvdCotangents, SvdMode, SvdPullback, TruncatedSvd,
+    Truncation, eigh_rrule, qr_rrule, svd_rrule, svd_truncated_rrule,
 };
 use adrules_core::{Error, Result as CoreResult};
 use candle_core::backend::BackendStorage;
@@ -137,12 +137,12 @@ fn split(t: &Tensor, shapes: &[Shape]) -> candle_core::Result<Vec<Tensor>> {
 
 /// The factors `x` as nodes of candle's graph over `a` (see the module docs), or as they are
 /// when `a` is not tracked (a constant: no node, nothing kept).
-fn attach(
+fn attach<const N: usize>(
     name: &'static str,
     a: &Tensor,
-    x: Vec<Tensor>,
+    x: [Tensor; N],
     pullback: Pullback,
-) -> candle_core::Result<Vec<Tensor>> {
+) -> candle_core::Result<[Tensor; N]> {
     if !a.track_op() {
         return Ok(x);
     }
@@ -155,14 +155,26 @@ fn attach(
     let node = Attached {
         name,
         packed,
-        shapes,
+        shapes: shapes.clone(),
         pullback,
     };
     let out = a.apply_op1_arc(Arc::new(Box::new(node)))?;
-    split(
-        &out,
-        &x.iter().map(|t| t.shape().clone()).collect::<Vec<_>>(),
-    )
+    split(&out, &shapes)?.try_into().map_err(|v: Vec<Tensor>| {
+        candle_core::Error::Msg(format!("{name}: {} pieces for {N} factors", v.len()))
+    })
+}
+
+/// The SVD pullback on the split cotangents `c` (`Ū`, `S̄`, `V̄h`, then the discarded
+/// values' when `discarded`).
+fn svd_pullback(pb: SvdPullback<CandleBackend>, discarded: bool) -> Pullback {
+    Box::new(move |c| {
+        pb.pullback(SvdCotangents {
+            u: Some(&c[0]),
+            s: Some(&c[1]),
+            vh: Some(&c[2]),
+            discarded: if discarded { Some(&c[3]) } else { None },
+        })
+    })
 }
 
 /// The backend on `a`'s device and `a` without its graph (the core computes on values).
@@ -203,17 +215,7 @@ pub fn svd(
 ) -> candle_core::Result<Svd<CandleBackend>> {
     let (be, ad) = prepare(a);
     let (f, pb) = svd_rrule(&be, &ad, mode, opts).map_err(to_candle)?;
-    let pullback: Pullback = Box::new(move |c| {
-        pb.pullback(SvdCotangents {
-            u: Some(&c[0]),
-            s: Some(&c[1]),
-            vh: Some(&c[2]),
-            discarded: None,
-        })
-    });
-    let [u, s, vh]: [Tensor; 3] = attach("adrules-svd", a, vec![f.u, f.s, f.vh], pullback)?
-        .try_into()
-        .map_err(|_| to_candle(count(3)))?;
+    let [u, s, vh] = attach("adrules-svd", a, [f.u, f.s, f.vh], svd_pullback(pb, false))?;
     Ok(Svd { u, s, vh })
 }
 
@@ -232,18 +234,8 @@ pub fn svd_truncated(
 ) -> candle_core::Result<TruncatedSvd<CandleBackend>> {
     let (be, ad) = prepare(a);
     let (f, pb) = svd_truncated_rrule(&be, &ad, truncation, opts).map_err(to_candle)?;
-    let pullback: Pullback = Box::new(move |c| {
-        pb.pullback(SvdCotangents {
-            u: Some(&c[0]),
-            s: Some(&c[1]),
-            vh: Some(&c[2]),
-            discarded: Some(&c[3]),
-        })
-    });
-    let x = vec![f.svd.u, f.svd.s, f.svd.vh, f.discarded];
-    let [u, s, vh, discarded]: [Tensor; 4] = attach("adrules-svd-truncated", a, x, pullback)?
-        .try_into()
-        .map_err(|_| to_candle(count(4)))?;
+    let x = [f.svd.u, f.svd.s, f.svd.vh, f.discarded];
+    let [u, s, vh, discarded] = attach("adrules-svd-truncated", a, x, svd_pullback(pb, true))?;
     Ok(TruncatedSvd {
         svd: Svd { u, s, vh },
         discarded,
@@ -261,9 +253,7 @@ pub fn qr(a: &Tensor, mode: QrMode) -> candle_core::Result<Qr<CandleBackend>> {
     let (be, ad) = prepare(a);
     let (f, pb) = qr_rrule(&be, &ad, mode).map_err(to_candle)?;
     let pullback: Pullback = Box::new(move |c| pb.pullback(Some(&c[0]), Some(&c[1])));
-    let [q, r]: [Tensor; 2] = attach("adrules-qr", a, vec![f.q, f.r], pullback)?
-        .try_into()
-        .map_err(|_| to_candle(count(2)))?;
+    let [q, r] = attach("adrules-qr", a, [f.q, f.r], pullback)?;
     Ok(Qr { q, r })
 }
 
@@ -279,17 +269,6 @@ pub fn eigh(a: &Tensor, opts: RuleOptions) -> candle_core::Result<Eigh<CandleBac
     let (be, ad) = prepare(a);
     let (f, pb) = eigh_rrule(&be, &ad, opts).map_err(to_candle)?;
     let pullback: Pullback = Box::new(move |c| pb.pullback(Some(&c[0]), Some(&c[1])));
-    let [values, vectors]: [Tensor; 2] =
-        attach("adrules-eigh", a, vec![f.values, f.vectors], pullback)?
-            .try_into()
-            .map_err(|_| to_candle(count(2)))?;
+    let [values, vectors] = attach("adrules-eigh", a, [f.values, f.vectors], pullback)?;
     Ok(Eigh { values, vectors })
-}
-
-/// An internal count error (the factors come back as many as they went in).
-fn count(n: usize) -> Error {
-    Error::Backend {
-        backend: "candle".into(),
-        message: format!("expected {n} factors back from the graph"),
-    }
 }

@@ -15,7 +15,13 @@ use adrules_core::linalg::{
     QrMode, RuleOptions, SvdCotangents, SvdMode, Truncation, qr_frule, svd_rrule,
 };
 use adrules_core::{Backend, DType, Error, HostTensor};
-use adrules_testing::oracle::{OracleCase, assert_close, load_for};
+use adrules_testing::oracle::{OracleCase, Tolerance, assert_close, load_for};
+
+/// f64 results computed two ways from the same factors.
+const TIGHT: Tolerance = Tolerance {
+    atol: 1e-12,
+    rtol: 1e-10,
+};
 
 fn up(h: &HostTensor) -> Tensor {
     CandleBackend::cpu().from_host(h.clone()).unwrap()
@@ -230,11 +236,7 @@ fn svd_inside_a_larger_graph_equals_the_core_rule_composed_by_hand() {
         })
         .unwrap();
     let want = down(&abar.matmul(&y.t().unwrap()).unwrap());
-    let tol = adrules_testing::tolerance::Tolerance {
-        atol: 1e-12,
-        rtol: 1e-10,
-    };
-    assert_close(tol, &got, &want, "x̄ through svd");
+    assert_close(TIGHT, &got, &want, "x̄ through svd");
 }
 
 #[test]
@@ -259,11 +261,7 @@ fn truncated_svd_takes_the_discarded_spectrum() {
         .matmul(&t.svd.vh)
         .unwrap();
     let want = down(&((a.as_tensor() - low).unwrap() * 2.0).unwrap());
-    let tol = adrules_testing::tolerance::Tolerance {
-        atol: 1e-12,
-        rtol: 1e-10,
-    };
-    assert_close(tol, &got, &want, "gradient of the discarded weight");
+    assert_close(TIGHT, &got, &want, "gradient of the discarded weight");
 }
 
 #[test]
@@ -326,6 +324,25 @@ fn constants_get_no_node_and_bad_input_is_a_typed_error() {
     let e = svd(m.as_tensor(), SvdMode::Thin, RuleOptions::broadened(-1.0)).unwrap_err();
     assert!(
         matches!(adrules_error(&e), Some(Error::InvalidArgument { .. })),
+        "{e}"
+    );
+    let e = svd_truncated(
+        m.as_tensor(),
+        Truncation::tolerance(f64::NAN),
+        RuleOptions::default(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(adrules_error(&e), Some(Error::InvalidArgument { .. })),
+        "{e}"
+    );
+    let half = m
+        .as_tensor()
+        .to_dtype(adrules_candle::candle_core::DType::F16)
+        .unwrap();
+    let e = svd(&half, SvdMode::Thin, RuleOptions::default()).unwrap_err();
+    assert!(
+        matches!(adrules_error(&e), Some(Error::Unsupported { .. })),
         "{e}"
     );
     // the operands are unchanged

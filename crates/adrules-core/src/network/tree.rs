@@ -208,6 +208,16 @@ pub enum Optimizer {
 }
 
 impl Optimizer {
+    /// Every optimizer, in declaration order (for benches, fuzzing and tests that try each).
+    pub const ALL: [Optimizer; 6] = [
+        Optimizer::Auto,
+        Optimizer::Greedy,
+        Optimizer::Exhaustive,
+        Optimizer::TreeSa,
+        Optimizer::RandomGreedy,
+        Optimizer::Hyper,
+    ];
+
     /// Largest operand count for which [`Optimizer::Auto`] searches exhaustively.
     pub const AUTO_EXHAUSTIVE_MAX: usize = 10;
 
