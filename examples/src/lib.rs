@@ -10,6 +10,9 @@
 //!   transfer matrix renormalization group, differentiated through its fixed point by the
 //!   implicit function theorem, against Onsager's and Yang's exact solutions. The model,
 //!   the gauge fixing and the rules of the step are [`ctm`].
+//! - [`deq`] (binary `deq`, features `burn` and/or `candle`): a deep-equilibrium classifier
+//!   trained through the implicit gradient of its fixed point on burn and candle, their loss
+//!   curves compared, and the implicit against the unrolled gradient's peak heap.
 //! - [`cli`]: what both share (backend choice, output files written only on success, charts);
 //!   [`onsager`]: the exact solutions.
 //!
@@ -23,6 +26,7 @@
 pub mod cli;
 pub mod ctm;
 pub mod ctmrg;
+pub mod deq;
 pub mod ising;
 pub mod ising2d;
 pub mod onsager;

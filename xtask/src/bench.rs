@@ -87,7 +87,7 @@ fn pairs<'a>(
 
 /// `cargo xtask bench [FILTER…]`: runs the criterion benches of the package
 /// `adrules-benches` (`benches/`: `contract`, `permute`, `rules`, `networks`, `einsum`, `second_order`,
-/// `planner`, `overheads`, `slicing`; arguments are
+/// `planner`, `overheads`, `slicing`, `linalg`; arguments are
 /// passed to criterion, e.g. a filter regex),
 /// then prints markdown tables from criterion's estimates (median time per iteration), then
 /// runs the `planner-networks` (order quality) and `planner-budget` (budget overruns)
@@ -116,6 +116,8 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         "overheads",
         "--bench",
         "slicing",
+        "--bench",
+        "linalg",
         "--",
     ])
     .args(args);
@@ -379,6 +381,8 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     println!("\n### Planning within the budget (overrun = planning time − budget)\n");
     run_bench_bin("planner-budget")?;
 
+    linalg(&all);
+
     // Written by `cargo bench -p adrules-benches --features burn --bench burn_einsum` (not
     // run above: the burn feature is off by default); printed only when its estimates exist.
     let burn_rows = pairs(&all, "burn_attention", "adrules", "burn");
@@ -403,6 +407,52 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The table of `benches/linalg.rs`: forward + backward through the SVD and eigh at n = 256,
+/// the strided rule against the decomposition alone and, when the engine rows exist
+/// (`cargo bench -p adrules-benches --features candle,burn --bench linalg`), each engine
+/// against the strided rule.
+fn linalg(all: &[Estimate]) {
+    println!("\n### Decompositions, forward + backward, n = 256 (`benches/linalg.rs`)\n");
+    println!(
+        "Median time per call; the loss is linear in the factors (fixed random cotangents). \
+         forward = the decomposition alone (faer); engines: the decomposition as a candle or \
+         burn op, through `backward()`; ratio = engine / strided (goal ≤ 1.1). JAX's times for \
+         the same losses: `benches/peers_linalg.py`.\n"
+    );
+    println!("| case | strided rule | forward alone | engine | engine time | ratio |");
+    println!("|---|---:|---:|---|---:|---:|");
+    for group in ["linalg_svd", "linalg_eigh"] {
+        for (v, rule, fwd) in pairs(all, group, "strided", "strided_forward") {
+            let ms = |e: &Estimate| e.median_ns / 1e6;
+            let mut engines = 0;
+            for engine in ["candle", "burn"] {
+                let found = all
+                    .iter()
+                    .find(|e| e.group == group && e.function == engine && e.value == v);
+                if let Some(e) = found {
+                    engines += 1;
+                    println!(
+                        "| {} {v} | {:.2} ms | {:.2} ms | {engine} | {:.2} ms | {:.3} |",
+                        &group[7..],
+                        ms(rule),
+                        ms(fwd),
+                        ms(e),
+                        e.median_ns / rule.median_ns
+                    );
+                }
+            }
+            if engines == 0 {
+                println!(
+                    "| {} {v} | {:.2} ms | {:.2} ms | | | |",
+                    &group[7..],
+                    ms(rule),
+                    ms(fwd)
+                );
+            }
+        }
+    }
 }
 
 /// Runs the release binary `name` of the package `adrules-benches` (it prints its table).

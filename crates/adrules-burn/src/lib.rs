@@ -27,6 +27,8 @@
 //!   [`implicit::device`](adrules_core::implicit::device), no Jacobian assembled and no
 //!   vector copied to the host; dense (LU, Cholesky, small systems) on the host through the
 //!   core's [`VjpMaps`](adrules_core::implicit::VjpMaps).
+//! - [`linalg`]: SVD (thin, full, truncated), QR and symmetric eigendecomposition on burn
+//!   tensors, each one node of burn's graph whose backward is the core's pullback.
 //! - `BurnBackend::cube` (with a cubecl feature): the core backend on a cubecl device (wgpu,
 //!   CUDA, …), for the core's API ([`forward`], the conformance suite, `ising2d --device`).
 //! - [`try_backward`] and [`take_backward_errors`]: what went wrong inside burn's infallible
@@ -79,6 +81,8 @@ mod convert;
 mod flex;
 mod handle;
 mod implicit;
+pub mod linalg;
+pub mod nn;
 mod node;
 mod rules;
 mod tensor;

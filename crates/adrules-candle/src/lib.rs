@@ -105,6 +105,7 @@ pub mod implicit;
 mod kernel;
 pub mod linalg;
 pub mod network;
+pub mod nn;
 mod ops;
 
 pub use backend::CandleBackend;

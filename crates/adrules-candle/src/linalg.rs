@@ -15,7 +15,8 @@
 //! output is the factors packed into one vector (candle's custom ops have one output), and
 //! each factor is a `narrow` + `reshape` of it: candle's backward gives the op the packed
 //! cotangent (zeros for a factor the loss does not use), which is split and handed to the
-//! pullback kept in the node. The forward of the op copies the packed factors (one copy of
+//! pullback kept in the node (the core's [`Packing`] and [`FactorsPullback`], shared with
+//! the burn adapter). The forward of the op copies the packed factors (one copy of
 //! the output, no recomputation); the backward reruns nothing.
 //!
 //! # Shapes and dtypes
@@ -27,18 +28,17 @@
 //! As the core functions, as candle errors carrying the typed error
 //! ([`adrules_error`](crate::adrules_error)): rank below 2, a non-finite entry, a non-square
 //! or non-Hermitian matrix for eigh, invalid options, a complex or half-precision dtype
-//! ([`Error::Unsupported`](adrules_core::Error::Unsupported)). A loss whose gradient depends
-//! on the gauge of degenerate singular or eigen vectors fails in `backward()` with
-//! [`Error::GaugeIllDefined`](adrules_core::Error::GaugeIllDefined) (use
+//! ([`Error::Unsupported`]). A loss whose gradient depends on the gauge of degenerate
+//! singular or eigen vectors fails in `backward()` with [`Error::GaugeIllDefined`] (use
 //! [`try_backward`](crate::try_backward) to get it typed), never with a number.
 
 use std::sync::Arc;
 
+use adrules_core::Error;
 use adrules_core::linalg::{
-    Eigh, Qr, QrMode, RuleOptions, Svd, SvdCotangents, SvdMode, SvdPullback, TruncatedSvd,
+    Eigh, FactorsPullback, Packing, Qr, QrMode, RuleOptions, Svd, SvdMode, TruncatedSvd,
     Truncation, eigh_rrule, qr_rrule, svd_rrule, svd_truncated_rrule,
 };
-use adrules_core::{Error, Result as CoreResult};
 use candle_core::backend::BackendStorage;
 use candle_core::{
     CpuStorage, CudaStorage, CustomOp1, Layout, MetalStorage, Shape, Storage, Tensor,
@@ -47,16 +47,14 @@ use candle_core::{
 use crate::backend::CandleBackend;
 use crate::convert::to_candle;
 
-/// The pullback of an attached op: the cotangents of its pieces, in order, to `Ā`.
-type Pullback = Box<dyn Fn(&[Tensor]) -> CoreResult<Tensor> + Send + Sync>;
-
 /// Values computed outside candle's graph (the factors of `A`, packed into one contiguous
-/// vector), attached to it as one node over `A` whose backward is the core's pullback.
+/// vector as `packing` says), attached to it as one node over `A` whose backward is the
+/// core's pullback.
 struct Attached {
     name: &'static str,
     packed: Tensor,
-    shapes: Vec<Shape>,
-    pullback: Pullback,
+    packing: Packing,
+    pullback: FactorsPullback<CandleBackend>,
 }
 
 impl Attached {
@@ -116,23 +114,17 @@ impl CustomOp1 for Attached {
         _res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<Option<Tensor>> {
-        let pieces = split(grad, &self.shapes)?;
-        (self.pullback)(&pieces).map(Some).map_err(to_candle)
+        let pieces = split(grad, &self.packing)?;
+        self.pullback.pullback(&pieces).map(Some).map_err(to_candle)
     }
 }
 
-/// `t` (a vector) cut into consecutive pieces of the given shapes.
-fn split(t: &Tensor, shapes: &[Shape]) -> candle_core::Result<Vec<Tensor>> {
-    let mut offset = 0;
-    shapes
-        .iter()
-        .map(|s| {
-            let len = s.elem_count();
-            let piece = t.narrow(0, offset, len)?.reshape(s)?;
-            offset += len;
-            Ok(piece)
-        })
-        .collect()
+/// `t` (a packed vector) cut into its factors.
+fn split(t: &Tensor, packing: &Packing) -> candle_core::Result<Vec<Tensor>> {
+    let piece = |(r, shape): (std::ops::Range<usize>, &[usize])| {
+        t.narrow(0, r.start, r.len())?.reshape(shape)
+    };
+    packing.pieces().map(piece).collect()
 }
 
 /// The factors `x` as nodes of candle's graph over `a` (see the module docs), or as they are
@@ -141,12 +133,12 @@ fn attach<const N: usize>(
     name: &'static str,
     a: &Tensor,
     x: [Tensor; N],
-    pullback: Pullback,
+    pullback: FactorsPullback<CandleBackend>,
 ) -> candle_core::Result<[Tensor; N]> {
     if !a.track_op() {
         return Ok(x);
     }
-    let shapes: Vec<Shape> = x.iter().map(|t| t.shape().clone()).collect();
+    let packing = Packing::new(x.iter().map(|t| t.dims().to_vec()));
     let flat = x
         .iter()
         .map(|t| t.flatten_all())
@@ -155,25 +147,12 @@ fn attach<const N: usize>(
     let node = Attached {
         name,
         packed,
-        shapes: shapes.clone(),
+        packing: packing.clone(),
         pullback,
     };
     let out = a.apply_op1_arc(Arc::new(Box::new(node)))?;
-    split(&out, &shapes)?.try_into().map_err(|v: Vec<Tensor>| {
+    split(&out, &packing)?.try_into().map_err(|v: Vec<Tensor>| {
         candle_core::Error::Msg(format!("{name}: {} pieces for {N} factors", v.len()))
-    })
-}
-
-/// The SVD pullback on the split cotangents `c` (`Ū`, `S̄`, `V̄h`, then the discarded
-/// values' when `discarded`).
-fn svd_pullback(pb: SvdPullback<CandleBackend>, discarded: bool) -> Pullback {
-    Box::new(move |c| {
-        pb.pullback(SvdCotangents {
-            u: Some(&c[0]),
-            s: Some(&c[1]),
-            vh: Some(&c[2]),
-            discarded: if discarded { Some(&c[3]) } else { None },
-        })
     })
 }
 
@@ -215,7 +194,7 @@ pub fn svd(
 ) -> candle_core::Result<Svd<CandleBackend>> {
     let (be, ad) = prepare(a);
     let (f, pb) = svd_rrule(&be, &ad, mode, opts).map_err(to_candle)?;
-    let [u, s, vh] = attach("adrules-svd", a, [f.u, f.s, f.vh], svd_pullback(pb, false))?;
+    let [u, s, vh] = attach("adrules-svd", a, [f.u, f.s, f.vh], FactorsPullback::svd(pb))?;
     Ok(Svd { u, s, vh })
 }
 
@@ -235,7 +214,8 @@ pub fn svd_truncated(
     let (be, ad) = prepare(a);
     let (f, pb) = svd_truncated_rrule(&be, &ad, truncation, opts).map_err(to_candle)?;
     let x = [f.svd.u, f.svd.s, f.svd.vh, f.discarded];
-    let [u, s, vh, discarded] = attach("adrules-svd-truncated", a, x, svd_pullback(pb, true))?;
+    let pb = FactorsPullback::svd_truncated(&be, pb, &opts);
+    let [u, s, vh, discarded] = attach("adrules-svd-truncated", a, x, pb)?;
     Ok(TruncatedSvd {
         svd: Svd { u, s, vh },
         discarded,
@@ -252,8 +232,7 @@ pub fn svd_truncated(
 pub fn qr(a: &Tensor, mode: QrMode) -> candle_core::Result<Qr<CandleBackend>> {
     let (be, ad) = prepare(a);
     let (f, pb) = qr_rrule(&be, &ad, mode).map_err(to_candle)?;
-    let pullback: Pullback = Box::new(move |c| pb.pullback(Some(&c[0]), Some(&c[1])));
-    let [q, r] = attach("adrules-qr", a, [f.q, f.r], pullback)?;
+    let [q, r] = attach("adrules-qr", a, [f.q, f.r], FactorsPullback::qr(pb))?;
     Ok(Qr { q, r })
 }
 
@@ -268,7 +247,7 @@ pub fn qr(a: &Tensor, mode: QrMode) -> candle_core::Result<Qr<CandleBackend>> {
 pub fn eigh(a: &Tensor, opts: RuleOptions) -> candle_core::Result<Eigh<CandleBackend>> {
     let (be, ad) = prepare(a);
     let (f, pb) = eigh_rrule(&be, &ad, opts).map_err(to_candle)?;
-    let pullback: Pullback = Box::new(move |c| pb.pullback(Some(&c[0]), Some(&c[1])));
-    let [values, vectors] = attach("adrules-eigh", a, [f.values, f.vectors], pullback)?;
+    let x = [f.values, f.vectors];
+    let [values, vectors] = attach("adrules-eigh", a, x, FactorsPullback::eigh(pb))?;
     Ok(Eigh { values, vectors })
 }

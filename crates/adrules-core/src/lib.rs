@@ -17,6 +17,9 @@
 //!   their pullbacks and pushforwards, gauge checks and Lorentzian broadening.
 //! - [`implicit`]: implicit differentiation of functions defined by conditions (roots,
 //!   fixed points, minimizers), with dense and matrix-free linear solvers.
+//! - [`layers`]: the engine-independent half of the adapters' trainable layers (einsum and
+//!   deep-equilibrium): checked configurations, deterministic initialisation, the fixed-point
+//!   driver.
 //! - [`math`]: the derivations of every rule, with their sources.
 //!
 //! ## Conventions
@@ -37,6 +40,7 @@ pub mod error;
 pub mod finite;
 pub mod host;
 pub mod implicit;
+pub mod layers;
 pub mod linalg;
 pub mod network;
 pub mod rules;

@@ -208,6 +208,11 @@ macro_rules! impl_real {
             fn abs2(self) -> Self {
                 self * self
             }
+            /// `|x|` (libm's `hypot(x, 0)` is a call, not an instruction).
+            #[inline(always)]
+            fn modulus(self) -> Self {
+                self.abs()
+            }
             fn to_dyn(self) -> DynScalar {
                 DynScalar::$dt(self)
             }

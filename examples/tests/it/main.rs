@@ -7,6 +7,7 @@ mod support;
 mod cli;
 mod ctmrg;
 mod ctmrg_memory;
+mod deq;
 mod ising2d;
 #[cfg(feature = "mpi")]
 mod sliced_mpi;

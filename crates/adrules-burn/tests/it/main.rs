@@ -2,7 +2,7 @@
 //! `BurnBackend` over Flex (the strided fast path) and over NdArray (burn's generic ops)
 //! (`conformance`), then what the suite cannot see: the ops inside burn's autodiff graph,
 //! the user-facing `Tensor` API, routing between burn's backends and devices, implicit
-//! functions with burn closures, host transfers and training loops.
+//! functions with burn closures, the decompositions, host transfers and training loops.
 
 mod support;
 
@@ -12,6 +12,8 @@ mod einsum_vs_burn;
 mod general_primitives;
 mod gradients;
 mod implicit;
+mod linalg;
+mod nn;
 mod tensor_api;
 mod training;
 mod transfers;

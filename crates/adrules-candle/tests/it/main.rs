@@ -11,4 +11,5 @@ mod implicit;
 mod implicit_device;
 mod linalg;
 mod network;
+mod nn;
 mod ops;

@@ -303,12 +303,13 @@ pub(crate) fn host_arg<B: Backend>(
         return Err(Error::shape(arg, dims, &got));
     }
     let h = be.to_host(t)?;
-    if let Some(p) = h
-        .data()
-        .to_c64_vec()
-        .iter()
-        .position(|z| !(z.re.is_finite() && z.im.is_finite()))
-    {
+    let first_non_finite = match h.data() {
+        HostData::F32(v) => v.iter().position(|x| !x.is_finite()),
+        HostData::F64(v) => v.iter().position(|x| !x.is_finite()),
+        HostData::C32(v) => v.iter().position(|z| !Scalar::is_finite(*z)),
+        HostData::C64(v) => v.iter().position(|z| !Scalar::is_finite(*z)),
+    };
+    if let Some(p) = first_non_finite {
         return Err(Error::invalid(
             arg,
             format!("entry {p} (row-major) is not finite"),

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use faer::{Mat, MatRef, Side};
 
 use super::batch::{
-    abs, by_dtype, cj, eps, host_arg, im, join, join_real, matrix_dims, max_abs, mm, mm_add,
-    pow2_scale, re, real, split, split_real, unscaled,
+    abs, by_dtype, cj, eps, host_arg, im, join, join_real, matrix_dims, max_abs, mm, pow2_scale,
+    re, real, split, split_real, unscaled,
 };
 use super::svd::{inv_gap, inv_gap_slope};
 use super::{RuleOptions, gauge_error};
@@ -69,7 +69,12 @@ fn host_eigh_t<T: ImplicitScalar>(a: &HostTensor) -> Result<[HostTensor; 2]> {
     let (mut ls, mut vs) = (Vec::new(), Vec::new());
     for (b, x) in split::<T>(a, "a", true)?.iter().enumerate() {
         let big = max_abs(x.as_ref());
-        let skew = max_abs((x - x.adjoint()).as_ref());
+        let mut skew = 0.0f64;
+        for j in 0..n {
+            for i in 0..n {
+                skew = skew.max(abs(x[(i, j)] - cj(x[(j, i)])));
+            }
+        }
         if skew > eps::<T>().sqrt() * big {
             return Err(Error::invalid(
                 "a",
@@ -347,7 +352,7 @@ fn eigh_pullback<T: ImplicitScalar>(
     }
     // In units of c (a power of two near max|λ|): Ā = V·diag(λ̄)·Vᴴ + Ā₁/c, the first term
     // homogeneous of degree 0 in the scale of A, the second (through 1/Δ) of degree −1,
-    // formed in those units and divided by c once (1/Δ itself can overflow).
+    // its k×k factor formed in those units and divided by c (1/Δ itself can overflow).
     let (lam_u, c, eb) = in_units(lam, opts.broadening);
     let scale = lam_u.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
     let tol = opts.rtol::<T>(n) * scale;
@@ -387,13 +392,15 @@ fn eigh_pullback<T: ImplicitScalar>(
             }
         }
     }
-    let pv = mm(p.as_ref(), v.adjoint());
-    let mut out = unscaled(mm(v, pv.as_ref()).as_ref(), c);
+    // Ā = V·(P/c + diag(λ̄))·Vᴴ (c a power of two: the division is exact), two GEMMs
+    let mut p = unscaled(p.as_ref(), c);
     if let Some(lb) = l_bar {
-        let lv = Mat::from_fn(n, n, |i, k| cj(v[(k, i)]) * real::<T>(lb[i]));
-        mm_add(&mut out, T::one(), v, lv.as_ref());
+        for (i, &x) in lb.iter().enumerate() {
+            p[(i, i)] += real::<T>(x);
+        }
     }
-    Ok(out)
+    let pv = mm(p.as_ref(), v.adjoint());
+    Ok(mm(v, pv.as_ref()))
 }
 
 /// Eigenvalues in units of a power of two `c` near the largest magnitude, with the

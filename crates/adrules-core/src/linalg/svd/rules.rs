@@ -85,14 +85,14 @@ pub(super) fn svd_pullback<T: ImplicitScalar>(
 ) -> Result<Mat<T>> {
     let (m, k) = u.shape();
     let n = v.nrows();
-    let mut a_bar = Mat::<T>::zeros(m, n);
     if k == 0 {
-        return Ok(a_bar);
+        return Ok(Mat::<T>::zeros(m, n));
     }
     // singular values in units of c (a power of two near s₀), so that their squares neither
     // overflow nor underflow. Ā = U·diag(S̄)·Vᴴ + Ā₁/c: the first term is homogeneous of
     // degree 0 in the scale of A, every other one (through 1/s and s/Δ) of degree −1, and
-    // is formed in those units (Ā₁) and divided by c once at the end (1/c may overflow).
+    // is formed in those units (Ā₁'s small factors) and divided by c (a power of two:
+    // exact, by two factors since 1/c may overflow) before the m×n products.
     let sc = Scaled::new(s, opts.broadening);
     let (s, s0, c) = (sc.s.as_slice(), sc.s0, sc.c);
     let rtol = opts.rtol::<T>(m.min(n));
@@ -192,15 +192,28 @@ pub(super) fn svd_pullback<T: ImplicitScalar>(
         }
         p[(i, i)] = d;
     }
+    // Ā = U·(P/c + diag(S̄))·Vᴴ + [(Ū − U·J)·G·Vᴴ + U·G·(V̄ − V·K)ᴴ]/c: two GEMMs for a
+    // square A
+    let mut p = unscaled(p.as_ref(), c);
+    if let Some(sb) = sbar {
+        for (i, &x) in sb.iter().enumerate() {
+            p[(i, i)] += real::<T>(x);
+        }
+    }
     let pv = mm(p.as_ref(), v.adjoint());
-    mm_add(&mut a_bar, T::one(), u, pv.as_ref());
+    let mut out = mm(u, pv.as_ref());
     if let Some(ub) = &ubar
         && m > k
     {
         let mut w = ub.clone();
         mm_add(&mut w, -T::one(), u, j.as_ref());
         scale_cols(&mut w, &inv, gtol)?;
-        mm_add(&mut a_bar, T::one(), w.as_ref(), v.adjoint());
+        mm_add(
+            &mut out,
+            T::one(),
+            unscaled(w.as_ref(), c).as_ref(),
+            v.adjoint(),
+        );
     }
     if let Some(vb) = &vbar
         && n > k
@@ -208,13 +221,7 @@ pub(super) fn svd_pullback<T: ImplicitScalar>(
         let mut w = vb.clone();
         mm_add(&mut w, -T::one(), v, kk.as_ref());
         scale_cols(&mut w, &inv, gtol)?;
-        mm_add(&mut a_bar, T::one(), u, w.adjoint());
-    }
-    // Ā = U·diag(S̄)·Vᴴ + Ā₁/c
-    let mut out = unscaled(a_bar.as_ref(), c);
-    if let Some(sb) = sbar {
-        let sv = Mat::from_fn(k, n, |i, j| cj(v[(j, i)]) * real::<T>(sb[i]));
-        mm_add(&mut out, T::one(), u, sv.as_ref());
+        mm_add(&mut out, T::one(), u, unscaled(w.as_ref(), c).adjoint());
     }
     Ok(out)
 }

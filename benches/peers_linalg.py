@@ -1,0 +1,77 @@
+"""Peer timings for the decomposition benches (`benches/linalg.rs`), run by hand, never by
+test-all.
+
+    python3 -m venv /tmp/venv && /tmp/venv/bin/pip install "jax[cpu]"
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \
+    XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" \
+        /tmp/venv/bin/python benches/peers_linalg.py
+
+Prints the median wall time (ms, one thread, jitted, after warm-up) of the forward and
+backward pass of the same losses as `benches/linalg.rs`, at n = 256, f32 and f64, standard
+normal data: losses linear in the factors with fixed random cotangents,
+- SVD: `L(A) = sum(Ub * U) + sum(Sb * S) + sum(Vhb * Vh)`, thin SVD `A = U diag(S) Vh`;
+- eigh: `L(A) = sum(lb * lam) + sum(Vb * V)` for the symmetric `A = (X + X^T) / 2`;
+so the backward pass is the decomposition's pullback for exactly those cotangents. The value
+and gradient (`jax.value_and_grad`) are timed together: one decomposition and one pullback,
+the same work as one forward + backward through adrules. The forward alone is timed too. Compare with the `linalg` rows of `cargo xtask bench`
+measured the same day with `RAYON_NUM_THREADS=1` (goal: adrules' strided rule <= 1.0x JAX).
+"""
+
+import statistics
+import time
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp  # noqa: E402
+
+
+def median_ms(f, repeats=20, warmup=3):
+    for _ in range(warmup):
+        jax.block_until_ready(f())
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(f())
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def svd_loss(a, c):
+    u, s, vh = jnp.linalg.svd(a, full_matrices=False)
+    return jnp.sum(c[0] * u) + jnp.sum(c[1] * s) + jnp.sum(c[2] * vh)
+
+
+def eigh_loss(a, c):
+    lam, v = jnp.linalg.eigh(a)
+    return jnp.sum(c[0] * lam) + jnp.sum(c[1] * v)
+
+
+def main():
+    n = 256
+    print(f"JAX {jax.__version__}, n = {n}, 1 thread, value_and_grad (forward + backward)")
+    for dtype in (jnp.float32, jnp.float64):
+        k = jax.random.split(jax.random.PRNGKey(0), 7)
+        normal = lambda key, shape: jax.random.normal(key, shape, dtype=dtype)  # noqa: E731
+        a = normal(k[0], (n, n))
+        x = normal(k[1], (n, n))
+        sym = (x + x.T) / 2
+        svd_c = (normal(k[2], (n, n)), normal(k[3], (n,)), normal(k[4], (n, n)))
+        eigh_c = (normal(k[5], (n,)), normal(k[6], (n, n)))
+        svd = jax.jit(jax.value_and_grad(svd_loss))
+        eigh = jax.jit(jax.value_and_grad(eigh_loss))
+        svd_fwd = jax.jit(lambda a: jnp.linalg.svd(a, full_matrices=False))
+        eigh_fwd = jax.jit(jnp.linalg.eigh)
+        ts = median_ms(lambda: svd(a, svd_c))
+        te = median_ms(lambda: eigh(sym, eigh_c))
+        fs = median_ms(lambda: svd_fwd(a))
+        fe = median_ms(lambda: eigh_fwd(sym))
+        name = jnp.dtype(dtype).name
+        print(
+            f"{name}: svd fwd+bwd {ts:.2f} ms (forward alone {fs:.2f}), "
+            f"eigh fwd+bwd {te:.2f} ms (forward alone {fe:.2f})"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,356 @@
+//! The decompositions as differentiable burn ops: [`svd`], [`svd_truncated`], [`qr`] and
+//! [`eigh`] take a user-facing [`Tensor<D>`] and return its factors ([`Svd`],
+//! [`TruncatedSvd`], [`Qr`], [`Eigh`]) as tensors of burn's graph: a loss built from any of
+//! the factors with burn's own ops (or this crate's) reaches `A` through `backward()`, by
+//! the core's rules (`adrules_core::linalg`: Townsend's SVD pullback with Wan & Zhang's
+//! complex terms, Walter & Lehmann's and Liao et al.'s QR pullback, Giles' eigh pullback;
+//! formulas and sources in the docs of [`adrules_core::linalg::SvdPullback::pullback`],
+//! [`adrules_core::linalg::QrPullback::pullback`] and
+//! [`adrules_core::linalg::EighPullback::pullback`]).
+//!
+//! # How
+//! `A` is routed to the burn backend it lives on as every op of this crate is (see
+//! [`apply`](crate::apply): Flex, NdArray, cubecl). The factorisation runs once, with the
+//! core's `*_rrule` over [`BurnBackend`] on the inner (non-autodiff) backend (faer on the
+//! host: the matrix is copied there and the factors back), together with the core's
+//! pullback. The op is then **one** node of burn's graph over `A` (the crate's node
+//! machinery, one parent) whose output is the factors packed into one vector (a burn op has
+//! one output) and whose saved state is the core's pullback ([`FactorsPullback`], with the
+//! [`Packing`] of the factors). Each factor is a `slice` + `reshape` of the packed output
+//! with burn's own differentiable ops, so burn's backward gives the node the packed
+//! cotangent (zeros for a factor the loss does not use, sums for one used several times),
+//! which it splits and hands to the pullback. Nothing is recomputed in backward, and `A` is
+//! not kept (the pullback keeps the factors on the host). A constant `A` (no
+//! `require_grad`) records no node: its factors are plain slices of the packed values.
+//!
+//! # Shapes and dtypes
+//! `A: [batch…, m, n]`, rank `D ≥ 2`, f32 or f64 (burn has no complex dtype), `k = min(m, n)`.
+//! Every factor is a `Tensor<D>`: the matrices have the core's shapes, and the vectors —
+//! singular values, discarded singular values, eigenvalues — keep a unit axis before their
+//! last one, `[batch…, 1, k]`, as burn's reductions keep theirs (`sum_dim`, `max_dim`).
+//! Stable Rust cannot write the rank `D − 1`, and a second rank parameter checked at run
+//! time would have to be spelled at every call; the unit axis instead broadcasts against the
+//! columns of `U` (of `V`): `u * s` is `U·diag(S)` and `(v.clone() * λ).matmul(v.transpose())`
+//! is `A` for eigh. The core's `[batch…, k]` is `s.squeeze_dim(D − 2)` (to rank `D − 1`). A
+//! gradient of `A` has `A`'s shape and dtype.
+//!
+//! # Errors
+//! As the core functions, all returned before anything is recorded: rank below 2
+//! ([`Error::RankMismatch`]), a non-finite entry, invalid options (a negative broadening, a
+//! NaN truncation tolerance: [`Error::InvalidArgument`]), a non-square
+//! ([`Error::ShapeMismatch`]) or non-symmetric matrix for eigh, a dtype other than f32/f64
+//! or a backend this build does not route ([`Error::Unsupported`]). A loss whose gradient
+//! depends on the gauge of degenerate singular or eigen vectors fails inside `backward()`
+//! with [`Error::GaugeIllDefined`]: burn's backward cannot return it, so `A`'s gradient is
+//! NaN-filled and the error is reported as for every node of this crate
+//! ([`try_backward`](crate::try_backward), [`take_backward_errors`](crate::take_backward_errors)),
+//! never a silent number.
+
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
+
+use adrules_core::linalg::{
+    FactorsPullback, Packing, QrMode, RuleOptions, SvdMode, Truncation, eigh_rrule, qr_rrule,
+    svd_rrule, svd_truncated_rrule,
+};
+use adrules_core::{Backend as _, Error, Result};
+use burn_backend::{Backend, Slice};
+use burn_tensor::Tensor;
+
+use crate::backend::BurnBackend;
+use crate::convert::{engine_error, float_dtype, shape_of};
+use crate::handle::BurnTensor;
+use crate::node::{At, Cotangents, Rule};
+use crate::tensor::run;
+
+/// `A = U·diag(S)·Vh` as tensors of burn's graph; see the module docs for the shapes.
+#[derive(Clone, Debug)]
+pub struct Svd<const D: usize> {
+    /// left singular vectors, as columns: `[batch…, m, k]` (thin) or `[batch…, m, m]` (full)
+    pub u: Tensor<D>,
+    /// singular values, non-increasing, non-negative: `[batch…, 1, k]`
+    pub s: Tensor<D>,
+    /// right singular vectors, as rows: `[batch…, k, n]` (thin) or `[batch…, n, n]` (full)
+    pub vh: Tensor<D>,
+}
+
+/// A truncated SVD `A ≈ U·diag(S)·Vh` of rank `r`, with what was discarded.
+#[derive(Clone, Debug)]
+pub struct TruncatedSvd<const D: usize> {
+    /// `U: [batch…, m, r]`, `S: [batch…, 1, r]`, `Vh: [batch…, r, n]`
+    pub svd: Svd<D>,
+    /// the discarded singular values `[batch…, 1, k − r]`: `‖A − U·diag(S)·Vh‖_F` is their
+    /// 2-norm
+    pub discarded: Tensor<D>,
+    /// the rank `r` kept
+    pub rank: usize,
+}
+
+/// `A = Q·R`, `diag(R)` non-negative (see [`adrules_core::linalg::Qr`] for the gauge).
+#[derive(Clone, Debug)]
+pub struct Qr<const D: usize> {
+    /// `[batch…, m, k]` ([`QrMode::Reduced`]) or `[batch…, m, m]` ([`QrMode::Complete`])
+    pub q: Tensor<D>,
+    /// `[batch…, k, n]` or `[batch…, m, n]`, upper triangular (trapezoidal when wide)
+    pub r: Tensor<D>,
+}
+
+/// `A = V·diag(λ)·Vᵀ` for symmetric `A: [batch…, n, n]`.
+#[derive(Clone, Debug)]
+pub struct Eigh<const D: usize> {
+    /// eigenvalues, non-decreasing: `[batch…, 1, n]`
+    pub values: Tensor<D>,
+    /// eigenvectors as columns: `[batch…, n, n]`
+    pub vectors: Tensor<D>,
+}
+
+/// Which decomposition a [`Decompose`] node computes, with its options.
+#[derive(Clone, Copy, Debug)]
+enum Which {
+    Svd(SvdMode, RuleOptions),
+    Truncated(Truncation, RuleOptions),
+    Qr(QrMode),
+    Eigh(RuleOptions),
+}
+
+/// What the primal found out besides the packed factors, for the caller of [`run`] (which
+/// returns the packed tensor only): where the factors lie and, for a truncated SVD, the rank
+/// kept (which depends on the data).
+#[derive(Clone, Debug)]
+struct Layout {
+    packing: Packing,
+    rank: usize,
+}
+
+/// One decomposition of `A` as a node [`Rule`] with one input (see the module docs).
+#[derive(Clone, Debug)]
+struct Decompose {
+    which: Which,
+    /// set by [`Rule::primal`], which runs once per call (the node is compute bound: burn
+    /// never recomputes it)
+    layout: Arc<OnceLock<Layout>>,
+}
+
+/// The packed factors' pullback and packing, kept by the node until backward.
+#[derive(Clone, Debug)]
+struct Attached<B: Backend> {
+    packing: Packing,
+    pullback: FactorsPullback<BurnBackend<B>>,
+}
+
+impl Rule for Decompose {
+    type Saved<B: Backend> = Attached<B>;
+
+    fn primal<B: Backend>(&self, at: &At<'_, B>) -> Result<(BurnTensor<B>, Attached<B>)> {
+        let (be, a) = (at.be, &at.x[0]);
+        let (factors, rank, pullback) = match self.which {
+            Which::Svd(mode, opts) => {
+                let (f, pb) = svd_rrule(be, a, mode, opts)?;
+                (vec![f.u, f.s, f.vh], 0, FactorsPullback::svd(pb))
+            }
+            Which::Truncated(truncation, opts) => {
+                let (f, pb) = svd_truncated_rrule(be, a, truncation, opts)?;
+                let factors = vec![f.svd.u, f.svd.s, f.svd.vh, f.discarded];
+                let pb = FactorsPullback::svd_truncated(be, pb, &opts);
+                (factors, f.rank, pb)
+            }
+            Which::Qr(mode) => {
+                let (f, pb) = qr_rrule(be, a, mode)?;
+                (vec![f.q, f.r], 0, FactorsPullback::qr(pb))
+            }
+            Which::Eigh(opts) => {
+                let (f, pb) = eigh_rrule(be, a, opts)?;
+                (vec![f.values, f.vectors], 0, FactorsPullback::eigh(pb))
+            }
+        };
+        let packing = Packing::of(be, &factors);
+        let packed = pack(be, be.dtype(a), factors, packing.len());
+        let layout = Layout {
+            packing: packing.clone(),
+            rank,
+        };
+        // a second primal (none happens) would compute the same layout
+        let _ = self.layout.set(layout);
+        Ok((packed, Attached { packing, pullback }))
+    }
+
+    fn pullback<B: Backend>(
+        &self,
+        at: &At<'_, B>,
+        saved: &Attached<B>,
+        c_bar: &BurnTensor<B>,
+    ) -> Cotangents<B> {
+        let dtype = at.be.dtype(c_bar);
+        let piece = |(r, dims): (Range<usize>, &[usize])| {
+            if r.is_empty() {
+                return at.be.zeros(dims, dtype);
+            }
+            let p = B::float_slice(c_bar.primitive().clone(), &[Slice::from(r)]);
+            Ok(BurnTensor::logical(
+                B::float_reshape(p, shape_of(dims)),
+                dims,
+            ))
+        };
+        let cot = saved
+            .packing
+            .pieces()
+            .map(piece)
+            .collect::<Result<Vec<_>>>()?;
+        let a_bar = saved.pullback.pullback(&cot)?;
+        Ok(vec![at.active[0].then_some(a_bar)])
+    }
+}
+
+/// The factors flattened and concatenated into one vector of `len` elements.
+fn pack<B: Backend>(
+    be: &BurnBackend<B>,
+    dtype: adrules_core::DType,
+    factors: Vec<BurnTensor<B>>,
+    len: usize,
+) -> BurnTensor<B> {
+    let flat: Vec<_> = factors
+        .into_iter()
+        .filter(|t| t.dims().iter().product::<usize>() > 0)
+        .map(|t| {
+            let n = t.dims().iter().product::<usize>();
+            B::float_reshape(t.into_primitive(), shape_of(&[n]))
+        })
+        .collect();
+    let packed = match flat.len() {
+        0 => B::float_zeros(shape_of(&[0]), be.device(), float_dtype(dtype)),
+        1 => flat.into_iter().next().expect("one factor"),
+        _ => B::float_cat(flat, 0),
+    };
+    BurnTensor::logical(packed, &[len])
+}
+
+/// Runs `which` on `a` as one node and returns its `N` factors as rank-`D` tensors
+/// (slices + reshapes of the packed output) and the rank kept by a truncated SVD.
+fn decompose<const D: usize, const N: usize>(
+    a: &Tensor<D>,
+    which: Which,
+) -> Result<([Tensor<D>; N], usize)> {
+    let rule = Decompose {
+        which,
+        layout: Arc::new(OnceLock::new()),
+    };
+    let packed: Tensor<1> = run(rule.clone(), [a.into()])?;
+    let layout = rule
+        .layout
+        .get()
+        .ok_or_else(|| engine_error("the decomposition's layout was not recorded"))?;
+    let factors = layout
+        .packing
+        .pieces()
+        .map(|(r, dims)| unpack::<D>(&packed, r, dims))
+        .collect::<Result<Vec<_>>>()?;
+    let n = factors.len();
+    let factors = factors
+        .try_into()
+        .map_err(|_| engine_error(format!("{n} factors for {N}")))?;
+    Ok((factors, layout.rank))
+}
+
+/// The factor at `r` of the packed vector, of shape `dims`, as a rank-`D` tensor: a vector
+/// factor (rank `D − 1`) gets a unit axis before its last one.
+///
+/// # Errors
+/// [`Error::RankMismatch`] for a factor of another rank (none: the core's shapes).
+fn unpack<const D: usize>(
+    packed: &Tensor<1>,
+    r: Range<usize>,
+    dims: &[usize],
+) -> Result<Tensor<D>> {
+    let mut shape = dims.to_vec();
+    if shape.len() + 1 == D {
+        shape.insert(shape.len() - 1, 1);
+    }
+    let shape: [usize; D] = shape
+        .try_into()
+        .map_err(|s: Vec<usize>| Error::rank("factor", D, s.len()))?;
+    if r.is_empty() {
+        // burn's `reshape` reads a 0 as "keep this axis": an empty factor is made, not cut
+        // (it has no entries to differentiate)
+        return Ok(Tensor::zeros(shape, (&packed.device(), packed.dtype())));
+    }
+    Ok(packed.clone().slice(r).reshape(shape))
+}
+
+/// `A = U·diag(S)·Vh` for `A: [batch…, m, n]` as tensors of burn's graph (see the module
+/// docs): `U: [batch…, m, k]`, `S: [batch…, 1, k]`, `Vh: [batch…, k, n]` for
+/// [`SvdMode::Thin`] (`[batch…, m, m]` and `[batch…, n, n]` for [`SvdMode::Full`], whose
+/// complement columns take a cotangent only when it does not depend on their basis). The
+/// pullback is [`SvdPullback::pullback`](adrules_core::linalg::SvdPullback::pullback) with
+/// `opts` (broadening, degeneracy tolerance).
+///
+/// # Errors
+/// As [`adrules_core::linalg::svd_rrule`], and the routing's (see the module docs).
+///
+/// # Example
+/// ```
+/// use adrules_burn::burn_tensor::{DType, Device, Tensor, TensorData};
+/// use adrules_burn::linalg::svd;
+/// use adrules_core::linalg::{RuleOptions, SvdMode};
+///
+/// # fn main() -> adrules_core::Result<()> {
+/// let device = Device::flex().autodiff();
+/// let data = TensorData::new(vec![3.0f64, 1.0, 0.0, 2.0, 1.0, 1.0], [3, 2]);
+/// let a = Tensor::<2>::from_data(data, (&device, DType::F64)).require_grad();
+/// let f = svd(&a, SvdMode::Thin, RuleOptions::default())?;
+/// // the nuclear norm Σ sᵢ, whose gradient is U·Vh
+/// let grads = f.s.sum().backward();
+/// let want = f.u.matmul(f.vh);
+/// let diff: f64 = (a.grad(&grads).unwrap() - want.inner()).abs().max().into_scalar();
+/// assert!(diff < 1e-12);
+/// # Ok(())
+/// # }
+/// ```
+pub fn svd<const D: usize>(a: &Tensor<D>, mode: SvdMode, opts: RuleOptions) -> Result<Svd<D>> {
+    let ([u, s, vh], _) = decompose(a, Which::Svd(mode, opts))?;
+    Ok(Svd { u, s, vh })
+}
+
+/// The truncated SVD of `A: [batch…, m, n]` (see [`Truncation`]: the rank `r` and the
+/// discarded singular values `[batch…, 1, k − r]`) as tensors of burn's graph; the pullback
+/// includes the discarded subspace's term unless [`RuleOptions::discarded_term`] is
+/// `false`, and takes a cotangent of the discarded singular values too (with the term off,
+/// only a zero one: a loss that uses them is then a backward error).
+///
+/// # Errors
+/// As [`adrules_core::linalg::svd_truncated_rrule`], and the routing's.
+pub fn svd_truncated<const D: usize>(
+    a: &Tensor<D>,
+    truncation: Truncation,
+    opts: RuleOptions,
+) -> Result<TruncatedSvd<D>> {
+    let ([u, s, vh, discarded], rank) = decompose(a, Which::Truncated(truncation, opts))?;
+    Ok(TruncatedSvd {
+        svd: Svd { u, s, vh },
+        discarded,
+        rank,
+    })
+}
+
+/// `A = Q·R` for `A: [batch…, m, n]` as tensors of burn's graph (`diag(R)` non-negative;
+/// shapes by [`QrMode`]). The pullback is
+/// [`QrPullback::pullback`](adrules_core::linalg::QrPullback::pullback).
+///
+/// # Errors
+/// As [`adrules_core::linalg::qr_rrule`], and the routing's.
+pub fn qr<const D: usize>(a: &Tensor<D>, mode: QrMode) -> Result<Qr<D>> {
+    let ([q, r], _) = decompose(a, Which::Qr(mode))?;
+    Ok(Qr { q, r })
+}
+
+/// The eigendecomposition of the symmetric part `(A + Aᵀ)/2` of `A: [batch…, n, n]` as
+/// tensors of burn's graph: eigenvalues `[batch…, 1, n]` (non-decreasing) and eigenvectors
+/// as columns `[batch…, n, n]`; `A` must be symmetric up to `√ε·max|A|`. The pullback is
+/// [`EighPullback::pullback`](adrules_core::linalg::EighPullback::pullback) with `opts` (its
+/// cotangent `Ā` is symmetric).
+///
+/// # Errors
+/// As [`adrules_core::linalg::eigh_rrule`], and the routing's.
+pub fn eigh<const D: usize>(a: &Tensor<D>, opts: RuleOptions) -> Result<Eigh<D>> {
+    let ([values, vectors], _) = decompose(a, Which::Eigh(opts))?;
+    Ok(Eigh { values, vectors })
+}
