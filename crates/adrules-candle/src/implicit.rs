@@ -578,7 +578,9 @@ impl<T: CandleScalar> device::AdjointMaps<CandleBackend> for DeviceMaps<T> {
         let grads = self.backward(u)?;
         let y = self.vjp.y.as_tensor();
         match grads.get(y) {
-            Some(g) => g.flatten_all().map_err(from_candle),
+            // detached: a gradient of a leaf still refers to the backward pass's
+            // intermediate cotangents, which every Krylov vector would otherwise keep alive
+            Some(g) => g.flatten_all().map(|t| t.detach()).map_err(from_candle),
             None => Tensor::zeros(self.vjp.m, y.dtype(), y.device()).map_err(from_candle),
         }
     }
@@ -586,7 +588,7 @@ impl<T: CandleScalar> device::AdjointMaps<CandleBackend> for DeviceMaps<T> {
     fn apply_b_adjoint(&self, u: &Tensor) -> Result<Vec<Tensor>> {
         let grads = self.backward(u)?;
         let grad = |x: &Var| match grads.get(x.as_tensor()) {
-            Some(g) => Ok(g.clone()),
+            Some(g) => Ok(g.detach()),
             None => x.as_tensor().zeros_like().map_err(from_candle),
         };
         self.vjp.x.iter().map(grad).collect()
