@@ -424,6 +424,7 @@ fn linalg(all: &[Estimate]) {
     println!("| case | strided rule | forward alone | engine | engine time | ratio |");
     println!("|---|---:|---:|---|---:|---:|");
     for group in ["linalg_svd", "linalg_eigh"] {
+        let name = group.strip_prefix("linalg_").unwrap_or(group);
         for (v, rule, fwd) in pairs(all, group, "strided", "strided_forward") {
             let ms = |e: &Estimate| e.median_ns / 1e6;
             let mut engines = 0;
@@ -434,8 +435,7 @@ fn linalg(all: &[Estimate]) {
                 if let Some(e) = found {
                     engines += 1;
                     println!(
-                        "| {} {v} | {:.2} ms | {:.2} ms | {engine} | {:.2} ms | {:.3} |",
-                        &group[7..],
+                        "| {name} {v} | {:.2} ms | {:.2} ms | {engine} | {:.2} ms | {:.3} |",
                         ms(rule),
                         ms(fwd),
                         ms(e),
@@ -445,8 +445,7 @@ fn linalg(all: &[Estimate]) {
             }
             if engines == 0 {
                 println!(
-                    "| {} {v} | {:.2} ms | {:.2} ms | | | |",
-                    &group[7..],
+                    "| {name} {v} | {:.2} ms | {:.2} ms | | | |",
                     ms(rule),
                     ms(fwd)
                 );

@@ -151,7 +151,7 @@ impl Rule for Decompose {
             Which::Truncated(truncation, opts) => {
                 let (f, pb) = svd_truncated_rrule(be, a, truncation, opts)?;
                 let factors = vec![f.svd.u, f.svd.s, f.svd.vh, f.discarded];
-                let pb = FactorsPullback::svd_truncated(be, pb, &opts);
+                let pb = FactorsPullback::svd_truncated(pb);
                 (factors, f.rank, pb)
             }
             Which::Qr(mode) => {

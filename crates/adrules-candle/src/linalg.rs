@@ -214,7 +214,7 @@ pub fn svd_truncated(
     let (be, ad) = prepare(a);
     let (f, pb) = svd_truncated_rrule(&be, &ad, truncation, opts).map_err(to_candle)?;
     let x = [f.svd.u, f.svd.s, f.svd.vh, f.discarded];
-    let pb = FactorsPullback::svd_truncated(&be, pb, &opts);
+    let pb = FactorsPullback::svd_truncated(pb);
     let [u, s, vh, discarded] = attach("adrules-svd-truncated", a, x, pb)?;
     Ok(TruncatedSvd {
         svd: Svd { u, s, vh },

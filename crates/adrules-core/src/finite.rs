@@ -64,12 +64,17 @@ pub(crate) fn check<B: Backend>(
 
 /// `true` when every element of a host tensor is finite.
 pub(crate) fn host_all_finite(h: &HostTensor) -> bool {
+    host_first_non_finite(h).is_none()
+}
+
+/// The row-major index of the first entry of `h` that is not finite.
+pub(crate) fn host_first_non_finite(h: &HostTensor) -> Option<usize> {
     use crate::host::HostData;
     match h.data() {
-        HostData::F32(v) => v.iter().all(|x| x.is_finite()),
-        HostData::F64(v) => v.iter().all(|x| x.is_finite()),
-        HostData::C32(v) => v.iter().all(|x| x.is_finite()),
-        HostData::C64(v) => v.iter().all(|x| x.is_finite()),
+        HostData::F32(v) => v.iter().position(|x| !x.is_finite()),
+        HostData::F64(v) => v.iter().position(|x| !x.is_finite()),
+        HostData::C32(v) => v.iter().position(|x| !x.is_finite()),
+        HostData::C64(v) => v.iter().position(|x| !x.is_finite()),
     }
 }
 

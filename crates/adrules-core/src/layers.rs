@@ -37,30 +37,19 @@
 //! [`Error::NonFinite`]), never with a silent number.
 
 use crate::error::{Error, Result};
+use crate::network::greedy::SplitMix;
 use crate::network::{Label, Network};
 
-/// The SplitMix64 step (Steele, Lea & Flood 2014; the reference constants of
-/// `splitmix64.c`).
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// `n` values uniform in `[−bound, bound)`, deterministic in `(seed, stream)`: a SplitMix64
-/// generator started at `seed ^ (stream · 0xD1B54A32D192ED03)`, each 64-bit output `r` mapped
+/// generator (Steele, Lea & Flood 2014; the reference constants of `splitmix64.c`) started at
+/// `seed ^ (stream · 0xD1B54A32D192ED03)`, each 64-bit output `r` mapped
 /// to `bound·(2·u − 1)` with `u = (r >> 11)·2⁻⁵³ ∈ [0, 1)`. The layers draw stream `k` for
 /// their `k`-th parameter; engines that round these f64 values to f32 round them alike, so
 /// every engine starts from the same parameters.
 pub fn uniform(seed: u64, stream: u64, n: usize, bound: f64) -> Vec<f64> {
-    let mut state = seed ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    let mut rng = SplitMix(seed ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03));
     (0..n)
-        .map(|_| {
-            let u = (splitmix64(&mut state) >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
-            bound * (2.0 * u - 1.0)
-        })
+        .map(|_| bound * (2.0 * rng.uniform() - 1.0))
         .collect()
 }
 

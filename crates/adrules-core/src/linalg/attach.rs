@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use super::{EighPullback, QrPullback, RuleOptions, SvdCotangents, SvdPullback};
+use super::{EighPullback, QrPullback, SvdCotangents, SvdPullback};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 
@@ -109,11 +109,7 @@ pub struct FactorsPullback<B: Backend>(Kind<B>);
 #[derive(Clone, Debug)]
 enum Kind<B: Backend> {
     Svd(SvdPullback<B>),
-    Truncated {
-        be: B,
-        pullback: SvdPullback<B>,
-        discarded_term: bool,
-    },
+    Truncated(SvdPullback<B>),
     Qr(QrPullback<B>),
     Eigh(EighPullback<B>),
 }
@@ -124,16 +120,12 @@ impl<B: Backend> FactorsPullback<B> {
         FactorsPullback(Kind::Svd(pullback))
     }
 
-    /// The pullback of [`svd_truncated_rrule`](super::svd_truncated_rrule), called with
-    /// `opts`. With [`RuleOptions::discarded_term`] off, a zero cotangent of the discarded
-    /// values (what an engine delivers for a factor the loss does not use) is read as
-    /// absent; a nonzero one is the pullback's [`Error::InvalidArgument`].
-    pub fn svd_truncated(be: &B, pullback: SvdPullback<B>, opts: &RuleOptions) -> Self {
-        FactorsPullback(Kind::Truncated {
-            be: be.clone(),
-            pullback,
-            discarded_term: opts.discarded_term,
-        })
+    /// The pullback of [`svd_truncated_rrule`](super::svd_truncated_rrule). With
+    /// [`RuleOptions::discarded_term`](super::RuleOptions::discarded_term) off, the zero
+    /// cotangent of the discarded values an engine delivers for a loss that does not use them
+    /// counts as absent (see [`SvdPullback::pullback`]).
+    pub fn svd_truncated(pullback: SvdPullback<B>) -> Self {
+        FactorsPullback(Kind::Truncated(pullback))
     }
 
     /// The pullback of [`qr_rrule`](super::qr_rrule).
@@ -159,6 +151,7 @@ impl<B: Backend> FactorsPullback<B> {
     ///
     /// # Errors
     /// [`Error::CountMismatch`] (`"cotangents"`) for a wrong number of cotangents; otherwise
+    /// (shapes and dtypes of the cotangents included)
     /// those of [`SvdPullback::pullback`], [`QrPullback::pullback`] or
     /// [`EighPullback::pullback`] ([`Error::GaugeIllDefined`] for a loss that depends on the
     /// gauge of the factors).
@@ -180,26 +173,9 @@ impl<B: Backend> FactorsPullback<B> {
         };
         match &self.0 {
             Kind::Svd(pb) => svd(pb, None),
-            Kind::Truncated {
-                be,
-                pullback,
-                discarded_term,
-            } => {
-                let d = &cot[3];
-                let zero = !discarded_term && all_zero(be, d)?;
-                svd(pullback, (!zero).then_some(d))
-            }
+            Kind::Truncated(pb) => svd(pb, Some(&cot[3])),
             Kind::Qr(pb) => pb.pullback(Some(&cot[0]), Some(&cot[1])),
             Kind::Eigh(pb) => pb.pullback(Some(&cot[0]), Some(&cot[1])),
         }
     }
-}
-
-/// `true` when every entry of `t` is zero.
-fn all_zero<B: Backend>(be: &B, t: &B::Tensor) -> Result<bool> {
-    let h = be.to_host(t)?;
-    Ok(h.data()
-        .to_c64_vec()
-        .iter()
-        .all(|z| z.re == 0.0 && z.im == 0.0))
 }

@@ -106,6 +106,17 @@ pub(crate) fn unscaled<T: ImplicitScalar>(x: MatRef<'_, T>, c: f64) -> Mat<T> {
     Mat::from_fn(x.nrows(), x.ncols(), |i, j| x[(i, j)] * a * b)
 }
 
+/// `x ← x / c` in place, `c` a power of two (see [`reciprocal_factors`]).
+pub(crate) fn unscale<T: ImplicitScalar>(x: &mut Mat<T>, c: f64) {
+    let (a, b) = reciprocal_factors(c);
+    let (a, b) = (real::<T>(a), real::<T>(b));
+    for col in x.col_iter_mut() {
+        for v in col.iter_mut() {
+            *v = *v * a * b;
+        }
+    }
+}
+
 /// `x·c` for every entry.
 pub(crate) fn scaled<T: ImplicitScalar>(x: MatRef<'_, T>, c: f64) -> Mat<T> {
     let c = real::<T>(c);
@@ -303,13 +314,7 @@ pub(crate) fn host_arg<B: Backend>(
         return Err(Error::shape(arg, dims, &got));
     }
     let h = be.to_host(t)?;
-    let first_non_finite = match h.data() {
-        HostData::F32(v) => v.iter().position(|x| !x.is_finite()),
-        HostData::F64(v) => v.iter().position(|x| !x.is_finite()),
-        HostData::C32(v) => v.iter().position(|z| !Scalar::is_finite(*z)),
-        HostData::C64(v) => v.iter().position(|z| !Scalar::is_finite(*z)),
-    };
-    if let Some(p) = first_non_finite {
+    if let Some(p) = crate::finite::host_first_non_finite(&h) {
         return Err(Error::invalid(
             arg,
             format!("entry {p} (row-major) is not finite"),

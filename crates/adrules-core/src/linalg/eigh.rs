@@ -6,7 +6,7 @@ use faer::{Mat, MatRef, Side};
 
 use super::batch::{
     abs, by_dtype, cj, eps, host_arg, im, join, join_real, matrix_dims, max_abs, mm, pow2_scale,
-    re, real, split, split_real, unscaled,
+    re, real, split, split_real, unscale, unscaled,
 };
 use super::svd::{inv_gap, inv_gap_slope};
 use super::{RuleOptions, gauge_error};
@@ -71,7 +71,7 @@ fn host_eigh_t<T: ImplicitScalar>(a: &HostTensor) -> Result<[HostTensor; 2]> {
         let big = max_abs(x.as_ref());
         let mut skew = 0.0f64;
         for j in 0..n {
-            for i in 0..n {
+            for i in 0..=j {
                 skew = skew.max(abs(x[(i, j)] - cj(x[(j, i)])));
             }
         }
@@ -393,7 +393,7 @@ fn eigh_pullback<T: ImplicitScalar>(
         }
     }
     // Ā = V·(P/c + diag(λ̄))·Vᴴ (c a power of two: the division is exact), two GEMMs
-    let mut p = unscaled(p.as_ref(), c);
+    unscale(&mut p, c);
     if let Some(lb) = l_bar {
         for (i, &x) in lb.iter().enumerate() {
             p[(i, i)] += real::<T>(x);

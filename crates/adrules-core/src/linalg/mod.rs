@@ -100,9 +100,7 @@ pub struct RuleOptions {
     /// (`|λᵢ − λⱼ| ≤ rtol·max|λ|`), a singular value zero when `s ≤ rtol·s₀`. `None`:
     /// `16·√k·ε` of the dtype (`k = min(m, n)`), rounding level: a backward-stable
     /// decomposition is exact for `A + E` with `‖E‖_F ≲ c·ε·‖A‖_F ≤ c·ε·√k·s₀`, and by Weyl's
-    /// inequality each computed value moves by at most `‖E‖₂ ≤ ‖E‖_F`. (The earlier default,
-    /// `16·k·ε`, flagged a gap of the random 256×256 f32 matrix of `benches/linalg.rs` as
-    /// degenerate, making gauge-invariant losses fail.)
+    /// inequality each computed value moves by at most `‖E‖₂ ≤ ‖E‖_F`.
     pub degeneracy_rtol: Option<f64>,
     /// Truncated SVD's pullback only: include the discarded subspace's term (exact
     /// derivative, the default). `false` gives the rank-`r` formula alone, for comparison;

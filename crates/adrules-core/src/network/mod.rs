@@ -56,7 +56,7 @@
 mod anneal;
 mod cache;
 mod einsum;
-mod greedy;
+pub(crate) mod greedy;
 mod ncon;
 mod partition;
 mod plan;

@@ -3,7 +3,9 @@
 //! (U, V, Q: degree 0; s, R, λ: degree 1) and rules that scale by known degrees (the
 //! cotangent of `S̄`, `R̄`, `λ̄` and the tangents `ṡ`, `Ṙ`, `λ̇`: degree 0; the parts through
 //! `Ū`, `V̄`, `Q̄` and the tangents `U̇`, `V̇`, `Q̇`: degree −1). Where the true result is beyond
-//! the dtype's range the rule returns `Error::NonFinite`, never an `inf` or a `NaN`.
+//! the dtype's range the rule returns `Error::NonFinite`, never an `inf` or a `NaN`. Then the
+//! default degeneracy tolerance on a large f32 matrix, and the truncated SVD's all-zero
+//! discarded cotangent without the discarded term.
 
 use crate::support::linalg::*;
 use adrules_core::linalg::{
@@ -232,4 +234,87 @@ fn an_overflowing_result_is_a_typed_error_naming_the_output() {
     assert!(non_finite(
         svd_rrule(&be(), &dev(&a), SvdMode::Thin, RuleOptions::default()).map(|_| ())
     ));
+}
+
+/// The default degeneracy tolerance `16·√k·ε` (the rounding bound of a backward-stable SVD)
+/// lets a random 256×256 f32 matrix through; the former `16·k·ε` flagged one of its gaps as
+/// degenerate and refused the same gauge-invariant-in-practice cotangents.
+#[test]
+fn default_degeneracy_tolerance_passes_a_random_f32_matrix() {
+    use adrules_core::Backend;
+    use adrules_strided::Strided;
+    use adrules_testing::Rng;
+    let n = 256;
+    let be = Strided;
+    let a = be
+        .from_host(Rng::seed(256).tensor(&[n, n], DType::F32))
+        .unwrap();
+    let mut rng = Rng::seed(1);
+    let cot: Vec<_> = [vec![n, n], vec![n], vec![n, n]]
+        .iter()
+        .map(|d| be.from_host(rng.tensor(d, DType::F32)).unwrap())
+        .collect();
+    let pullback = |opts: RuleOptions| -> Result<_> {
+        let (_, pb) = svd_rrule(&be, &a, SvdMode::Thin, opts)?;
+        pb.pullback(SvdCotangents {
+            u: Some(&cot[0]),
+            s: Some(&cot[1]),
+            vh: Some(&cot[2]),
+            discarded: None,
+        })
+    };
+    let a_bar = pullback(RuleOptions::default()).unwrap();
+    assert!(be.all_finite(&a_bar).unwrap());
+    let former = RuleOptions {
+        degeneracy_rtol: Some(16.0 * n as f64 * f32::EPSILON as f64),
+        ..RuleOptions::default()
+    };
+    assert!(matches!(
+        pullback(former),
+        Err(Error::GaugeIllDefined { .. })
+    ));
+}
+
+/// Without the discarded term, an all-zero cotangent of the discarded values is read as
+/// absent (the same `Ā`) and a nonzero one is refused.
+#[test]
+fn zero_discarded_cotangent_without_the_term_is_absent() {
+    use adrules_core::linalg::{FactorsPullback, Truncation, svd_truncated_rrule};
+    use adrules_core::{Backend, HostTensor};
+    use adrules_strided::Strided;
+    let be = Strided;
+    let a: Vec<f64> = (0..12).map(|k| ((k * 7 + 3) % 11) as f64 - 5.0).collect();
+    let a = be
+        .from_host(HostTensor::from_vec(&[4, 3], a).unwrap())
+        .unwrap();
+    let opts = RuleOptions {
+        discarded_term: false,
+        ..RuleOptions::default()
+    };
+    let (_, pb) = svd_truncated_rrule(&be, &a, Truncation::rank(2), opts).unwrap();
+    let host = |dims: &[usize], v: f64| {
+        let n = dims.iter().product();
+        be.from_host(HostTensor::from_vec(dims, vec![v; n]).unwrap())
+            .unwrap()
+    };
+    let (u, s, vh) = (host(&[4, 2], 0.0), host(&[2], 1.0), host(&[2, 3], 0.0));
+    let absent = pb
+        .pullback(SvdCotangents {
+            u: Some(&u),
+            s: Some(&s),
+            vh: Some(&vh),
+            discarded: None,
+        })
+        .unwrap();
+    let all = FactorsPullback::svd_truncated(pb);
+    let zero = all
+        .pullback(&[u.clone(), s.clone(), vh.clone(), host(&[1], 0.0)])
+        .unwrap();
+    let (x, y) = (be.to_host(&absent).unwrap(), be.to_host(&zero).unwrap());
+    assert_eq!(x.as_slice::<f64>().unwrap(), y.as_slice::<f64>().unwrap());
+    assert!(x.as_slice::<f64>().unwrap().iter().any(|v| *v != 0.0));
+    match all.pullback(&[u, s, vh, host(&[1], 0.5)]) {
+        Err(Error::InvalidArgument { arg, .. }) => assert_eq!(arg, "discarded_bar"),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
 }

@@ -6,7 +6,7 @@ use faer::{Mat, MatRef};
 
 use super::batch::{
     by_dtype, cj, cols, cplx, eps, hcat, host_arg, im, join, join_real, matrix_dims, max_abs, mm,
-    mm_add, pow2_scale, re, real, split, split_real, unscaled,
+    mm_add, pow2_scale, re, real, split, split_real, unscale, unscaled,
 };
 use super::{RuleOptions, fold_complement, gauge_error};
 use crate::backend::Backend;
@@ -399,7 +399,9 @@ impl<B: Backend> SvdPullback<B> {
     /// # Errors
     /// Shapes and dtypes of the cotangents ([`Error::ShapeMismatch`],
     /// [`Error::DTypeMismatch`]); [`Error::GaugeIllDefined`] as above;
-    /// [`Error::InvalidArgument`] for a discarded cotangent without the discarded term.
+    /// [`Error::InvalidArgument`] for a nonzero discarded cotangent without the discarded
+    /// term (an all-zero one, what an engine delivers when the loss does not use the discarded
+    /// values, counts as absent).
     pub fn pullback(&self, cot: SvdCotangents<'_, B::Tensor>) -> Result<B::Tensor> {
         let h = by_dtype!(self.dtype, pullback_host::<B>(self, &cot))?;
         self.be.from_host(h)
@@ -487,14 +489,19 @@ fn parse_cots<B: Backend, T: ImplicitScalar>(
     let discarded = match (cot.discarded, pb.kind) {
         (None, _) => None,
         (Some(t), Kind::Truncated { rank }) => {
-            if !pb.opts.discarded_term {
+            let d = vec(t, k - rank, "discarded_bar")?;
+            if pb.opts.discarded_term {
+                Some(d)
+            } else if d.iter().flatten().all(|&x| x == 0.0) {
+                // what an engine delivers for discarded values the loss does not use
+                None
+            } else {
                 return Err(Error::invalid(
                     format!("discarded_bar{suffix}"),
-                    "a cotangent of the discarded singular values needs the discarded term \
-                     (RuleOptions::discarded_term)",
+                    "a nonzero cotangent of the discarded singular values needs the discarded \
+                     term (RuleOptions::discarded_term)",
                 ));
             }
-            Some(vec(t, k - rank, "discarded_bar")?)
         }
         (Some(_), _) => {
             return Err(Error::invalid(

@@ -194,7 +194,7 @@ pub(super) fn svd_pullback<T: ImplicitScalar>(
     }
     // Ā = U·(P/c + diag(S̄))·Vᴴ + [(Ū − U·J)·G·Vᴴ + U·G·(V̄ − V·K)ᴴ]/c: two GEMMs for a
     // square A
-    let mut p = unscaled(p.as_ref(), c);
+    unscale(&mut p, c);
     if let Some(sb) = sbar {
         for (i, &x) in sb.iter().enumerate() {
             p[(i, i)] += real::<T>(x);
@@ -208,12 +208,8 @@ pub(super) fn svd_pullback<T: ImplicitScalar>(
         let mut w = ub.clone();
         mm_add(&mut w, -T::one(), u, j.as_ref());
         scale_cols(&mut w, &inv, gtol)?;
-        mm_add(
-            &mut out,
-            T::one(),
-            unscaled(w.as_ref(), c).as_ref(),
-            v.adjoint(),
-        );
+        unscale(&mut w, c);
+        mm_add(&mut out, T::one(), w.as_ref(), v.adjoint());
     }
     if let Some(vb) = &vbar
         && n > k
@@ -221,7 +217,8 @@ pub(super) fn svd_pullback<T: ImplicitScalar>(
         let mut w = vb.clone();
         mm_add(&mut w, -T::one(), v, kk.as_ref());
         scale_cols(&mut w, &inv, gtol)?;
-        mm_add(&mut out, T::one(), u, unscaled(w.as_ref(), c).adjoint());
+        unscale(&mut w, c);
+        mm_add(&mut out, T::one(), u, w.adjoint());
     }
     Ok(out)
 }
