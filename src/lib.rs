@@ -40,7 +40,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use adrules_core::{
-    alloc, backend, error, finite, host, implicit, linalg, math, network, rules, scalar, spec,
+    alloc, backend, error, finite, host, implicit, layers, linalg, math, network, rules, scalar,
+    spec,
 };
 
 pub use adrules_core::{

@@ -315,6 +315,26 @@ impl Pending {
         self.tmp = None;
         Ok(())
     }
+
+    /// Links the temporary file in as the destination only when no file of that name exists,
+    /// then removes the temporary file: a hard link fails on an existing name, atomically, so
+    /// a file that appeared after the arguments were checked is never replaced.
+    ///
+    /// # Errors
+    /// A message naming the option when nothing was created, the destination exists or the
+    /// link fails (the temporary file is removed either way).
+    pub fn commit_new(self) -> std::result::Result<(), String> {
+        let Some(tmp) = &self.tmp else {
+            return Err(format!("{}: nothing was written", self.dest.display()));
+        };
+        std::fs::hard_link(tmp, &self.dest).map_err(|e| {
+            format!(
+                "{} {}: not written ({e}); pass --overwrite to replace it",
+                self.option,
+                self.dest.display()
+            )
+        })
+    }
 }
 
 /// Renames every output's temporary file over its destination, all or none: each existing

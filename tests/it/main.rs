@@ -5,3 +5,5 @@
 //! other.
 
 mod agreement;
+#[cfg(all(feature = "burn", feature = "candle"))]
+mod layers;

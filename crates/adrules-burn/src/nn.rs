@@ -373,16 +373,29 @@ struct Shapes {
     b: bool,
 }
 
+/// The parameters `W`, `U?`, `b?` as matrices and vectors.
+type Parameters = (Tensor<2>, Option<Tensor<2>>, Option<Tensor<1>>);
+
 impl Shapes {
-    /// `f_θ(z, x)` from the flattened `[x, W, U?, b?]` and `z` of shape `[B, h]`.
-    fn map(&self, xs: &[Tensor<1>], z: Tensor<2>) -> Tensor<2> {
-        let batch = z.dims()[0];
+    /// `x` (`[B, d]`) and the parameters from the flattened `[x, W, U?, b?]`.
+    fn unflatten(&self, xs: &[Tensor<1>], batch: usize) -> (Tensor<2>, Parameters) {
         let x = xs[0].clone().reshape([batch, self.d]);
         let w = xs[1].clone().reshape([self.h, self.h]);
         let u = self.u.then(|| xs[2].clone().reshape([self.h, self.d]));
         let b = self.b.then(|| xs[xs.len() - 1].clone());
-        step(&w, u.as_ref(), b.as_ref(), x, z)
+        (x, (w, u, b))
     }
+}
+
+/// The fixed points of `x`'s rows for the parameters `(w, u, b)`, by
+/// [`layers::fixed_point`] from `z = 0`.
+fn iterate(config: &layers::DeqConfig, p: &Parameters, x: Tensor<2>) -> Result<(Tensor<2>, usize)> {
+    let z0 = zeros(&x, config.hidden);
+    layers::fixed_point(z0, config, |z| {
+        let next = step(&p.0, p.1.as_ref(), p.2.as_ref(), x.clone(), z.clone());
+        let change = max_change(&next, z);
+        Ok((next, change))
+    })
 }
 
 /// `tanh(z·Wᵀ + x·Uᵀ + b)` (`x` itself without `U`).
@@ -403,15 +416,6 @@ fn step(
         None => pre,
     };
     pre.tanh()
-}
-
-/// `max/‖W‖_F` when `‖W‖_F > max`, from `W`'s values.
-fn clamp_scale(w: impl Iterator<Item = f64>, max: f64) -> Result<Option<f64>> {
-    if !(max > 0.0 && max < 1.0) {
-        return Err(Error::invalid("max", format!("{max} is not in (0, 1)")));
-    }
-    let norm = w.map(|v| v * v).sum::<f64>().sqrt();
-    Ok((norm > max).then(|| max / norm))
 }
 
 /// Zeros `[B, h]` on `x`'s device, of `x`'s dtype, not tracked.
@@ -446,14 +450,9 @@ impl Deq {
         }
     }
 
-    /// Checks `x`'s shape `[B, d]` (`B ≥ 1`).
+    /// Checks `x`'s shape `[B, d]` (`B ≥ 1`) and returns `B`.
     fn check(&self, x: &Tensor<2>) -> Result<usize> {
-        let [batch, d] = x.dims();
-        let want = self.config.features();
-        if d != want || batch == 0 {
-            return Err(Error::shape("x", &[batch.max(1), want], &[batch, d]));
-        }
-        Ok(batch)
+        self.config.check_input(&x.dims())
     }
 
     /// One application of the map, `f_θ(z, x) = tanh(z·Wᵀ + x·Uᵀ + b)`, recorded by burn's
@@ -475,13 +474,7 @@ impl Deq {
         let plain = |p: &Param<Tensor<2>>| p.val().without_autodiff();
         let (w, u) = (plain(&self.w), self.u.as_ref().map(plain));
         let b = self.b.as_ref().map(|p| p.val().without_autodiff());
-        let x = x.without_autodiff();
-        let z0 = zeros(&x, self.config.hidden);
-        layers::fixed_point(z0, &self.config, |z| {
-            let next = step(&w, u.as_ref(), b.as_ref(), x.clone(), z.clone());
-            let change = max_change(&next, z);
-            Ok((next, change))
-        })
+        iterate(&self.config, &(w, u, b), x.without_autodiff())
     }
 
     /// The fixed points `z*` (`[B, h]`) of the rows of `x` (`[B, d]`), differentiable in `x`
@@ -496,18 +489,14 @@ impl Deq {
         let batch = self.check(&x)?;
         let (shapes, config) = (self.shapes(), self.config.clone());
         let solver = move |xs: &[Tensor<1>]| -> Result<Tensor<1>> {
-            let x = xs[0].clone().reshape([batch, shapes.d]);
-            let z0 = zeros(&x, shapes.h);
-            let (z, _) = layers::fixed_point(z0, &config, |z| {
-                let next = shapes.map(xs, z.clone());
-                let change = max_change(&next, z);
-                Ok((next, change))
-            })?;
+            let (x, p) = shapes.unflatten(xs, batch);
+            let (z, _) = iterate(&config, &p, x)?;
             Ok(z.reshape([batch * shapes.h]))
         };
         let conditions = move |xs: &[Tensor<1>], y: &Tensor<1>| {
             let z = y.clone().reshape([batch, shapes.h]);
-            (shapes.map(xs, z.clone()) - z).reshape([batch * shapes.h])
+            let (x, (w, u, b)) = shapes.unflatten(xs, batch);
+            (step(&w, u.as_ref(), b.as_ref(), x, z.clone()) - z).reshape([batch * shapes.h])
         };
         let f = Implicit::new(solver, conditions).with_linear_solver(self.linear_solver.clone());
         let (x, w) = (Operand::from(x), Operand::from(self.w.val()));
@@ -527,9 +516,10 @@ impl Deq {
     /// the projection of a projected gradient method. The parameter keeps its id.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] (`"max"`) for `max` outside `(0, 1)`.
+    /// Those of [`layers::contraction_scale`]: [`Error::InvalidArgument`] (`"max"`) for `max`
+    /// outside `(0, 1)`, [`Error::NonFinite`] (`"w"`) for a `W` that diverged.
     pub fn clamp_contraction(mut self, max: f64) -> Result<Self> {
-        let scale = clamp_scale(self.w.val().into_data().iter::<f64>(), max)?;
+        let scale = layers::contraction_scale(self.w.val().into_data().iter::<f64>(), max)?;
         if let Some(s) = scale {
             self.w = self.w.map(|w| w.mul_scalar(s).detach().require_grad());
         }

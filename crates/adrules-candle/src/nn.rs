@@ -232,13 +232,9 @@ impl Deq {
     }
 
     /// Checks `x`'s shape `(B, d)` (`B ≥ 1`).
-    fn check(&self, x: &Tensor) -> Result<()> {
-        let want = self.config.features();
-        match *x.dims() {
-            [batch, d] if batch > 0 && d == want => Ok(()),
-            [batch, d] => Err(Error::shape("x", &[batch.max(1), want], &[batch, d])),
-            _ => Err(Error::rank("x", 2, x.rank())),
-        }
+    fn check(&self, x: &Tensor) -> candle_core::Result<()> {
+        self.config.check_input(x.dims()).map_err(to_candle)?;
+        Ok(())
     }
 
     /// One application of the map, `f_θ(z, x) = tanh(z·Wᵀ + x·Uᵀ + b)`, recorded by candle's
@@ -258,7 +254,7 @@ impl Deq {
     /// `B ≥ 1`; the iteration's [`Error::NotConverged`] and [`Error::NonFinite`]
     /// ([`adrules_core::layers::fixed_point`]).
     pub fn solve(&self, x: &Tensor) -> candle_core::Result<(Tensor, usize)> {
-        self.check(x).map_err(to_candle)?;
+        self.check(x)?;
         let (u, b) = (
             self.u.as_ref().map(Tensor::detach),
             self.b.as_ref().map(Tensor::detach),
@@ -274,28 +270,23 @@ impl Deq {
     /// well-posed during training, the projection of a projected gradient method.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] (`"max"`) for `max` outside `(0, 1)`, (`"w"`) when `W` is
-    /// not a variable (held weights that were loaded, not created).
+    /// Those of [`layers::contraction_scale`] (`max` outside `(0, 1)`, a non-finite `W`);
+    /// [`Error::InvalidArgument`] (`"w"`) when `W` needs rescaling but is not a variable (held
+    /// weights that were loaded, not created).
     pub fn clamp_contraction(&self, max: f64) -> candle_core::Result<()> {
-        if !(max > 0.0 && max < 1.0) {
-            let e = Error::invalid("max", format!("{max} is not in (0, 1)"));
-            return Err(to_candle(e));
-        }
-        if !self.w.is_variable() {
-            let e = Error::invalid("w", "not a variable: nothing to rescale in place");
-            return Err(to_candle(e));
-        }
         let values = self
             .w
             .to_dtype(DType::F64)?
             .flatten_all()?
             .to_vec1::<f64>()?;
-        let norm = values.iter().map(|v| v * v).sum::<f64>().sqrt();
-        if norm > max {
-            let scaled = self.w.affine(max / norm, 0.0)?;
-            Var::from_tensor(&self.w)?.set(&scaled)?;
+        let Some(scale) = layers::contraction_scale(values, max).map_err(to_candle)? else {
+            return Ok(());
+        };
+        if !self.w.is_variable() {
+            let e = Error::invalid("w", "not a variable: nothing to rescale in place");
+            return Err(to_candle(e));
         }
-        Ok(())
+        Var::from_tensor(&self.w)?.set(&self.w.affine(scale, 0.0)?)
     }
 
     /// The same fixed-point iteration run `iterations` times from `z = 0` with every step
@@ -306,7 +297,7 @@ impl Deq {
     /// # Errors
     /// [`Error::ShapeMismatch`] / [`Error::RankMismatch`] (`"x"`) for `x` not `(B, d)`.
     pub fn forward_unrolled(&self, x: &Tensor, iterations: usize) -> candle_core::Result<Tensor> {
-        self.check(x).map_err(to_candle)?;
+        self.check(x)?;
         let mut z = Tensor::zeros((x.dims()[0], self.config.hidden), x.dtype(), x.device())?;
         for _ in 0..iterations {
             z = self.step(&z, x)?;
@@ -325,7 +316,7 @@ impl Module for Deq {
     /// `backward()`): the linear solver's failures, e.g. [`Error::NotConverged`] of GMRES
     /// when the map is far from contractive.
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        self.check(xs).map_err(to_candle)?;
+        self.check(xs)?;
         let (has_u, has_b) = (self.u.is_some(), self.b.is_some());
         // the inputs are [x, W, U?, b?]
         let parts = move |v: &[Tensor]| {

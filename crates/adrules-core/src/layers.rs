@@ -96,8 +96,8 @@ impl EinsumConfig {
     /// [`Error::Parse`] / [`Error::InvalidLabel`] for a string that does not parse;
     /// [`Error::InvalidArgument`] (`"input"`) for an input index beyond the operands;
     /// [`Error::CountMismatch`] (`"shapes"`) for not one shape per learnable operand;
-    /// [`Error::InvalidArgument`] (`"shapes[k]"`) for a learnable operand written with `...`
-    /// or given a zero dimension; [`Error::RankMismatch`] (`"shapes[k]"`) for a shape whose
+    /// [`Error::InvalidArgument`] (`"shapes[k]"`) for a learnable operand written with `...`,
+    /// given a zero dimension or too many elements to allocate; [`Error::RankMismatch`] (`"shapes[k]"`) for a shape whose
     /// rank is not its number of labels; [`Error::InvalidLabel`] (`"shapes[k]"`) for a label
     /// given two different dimensions.
     pub fn layout(&self) -> Result<EinsumLayout> {
@@ -151,6 +151,7 @@ impl EinsumLayout {
                     format!("{shape:?} has a zero dimension"),
                 ));
             }
+            elements(&arg, shape)?;
             let mut summed: Vec<Label> = Vec::new();
             for (&label, &d) in labels.iter().zip(shape) {
                 match dims.iter().find(|(l, _)| *l == label) {
@@ -273,6 +274,18 @@ fn dim_of(dims: &[(Label, usize)], label: Label) -> usize {
     dims.iter().find(|(l, _)| *l == label).map_or(1, |p| p.1)
 }
 
+/// The number of elements of a parameter of shape `dims`, when its f64 values fit in an
+/// allocation (`isize::MAX` bytes).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming `arg` when they do not (the product overflows).
+fn elements(arg: &str, dims: &[usize]) -> Result<usize> {
+    const MAX: usize = isize::MAX as usize / std::mem::size_of::<f64>();
+    dims.iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d).filter(|&n| n <= MAX))
+        .ok_or_else(|| Error::invalid(arg, format!("a parameter of shape {dims:?} is too large")))
+}
+
 /// The configuration of a deep-equilibrium layer (see the [module docs](self)).
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeqConfig {
@@ -365,7 +378,8 @@ impl DeqConfig {
     /// # Errors
     /// [`Error::InvalidArgument`] naming the field: `hidden` or `input_features` zero,
     /// `contraction` outside `(0, 1)`, `tolerance` not positive and finite,
-    /// `max_iterations` zero.
+    /// `max_iterations` zero; `hidden` (`W`, `h×h`) or `input_features` (`U`, `h×d`) when a
+    /// parameter has too many elements to allocate.
     pub fn validate(&self) -> Result<()> {
         if self.hidden == 0 {
             return Err(Error::invalid("hidden", "at least one feature"));
@@ -384,7 +398,24 @@ impl DeqConfig {
         if self.max_iterations == 0 {
             return Err(Error::invalid("max_iterations", "at least one iteration"));
         }
+        elements("hidden", &[self.hidden, self.hidden])?;
+        elements("input_features", &[self.hidden, self.features()])?;
         Ok(())
+    }
+
+    /// Checks the shape `[B, d]` of an input batch (`B ≥ 1` samples of `d` =
+    /// [`features`](Self::features)) and returns `B`.
+    ///
+    /// # Errors
+    /// [`Error::RankMismatch`] (`"x"`) for a rank other than 2; [`Error::ShapeMismatch`]
+    /// (`"x"`) for `d` other than the layer's features or an empty batch.
+    pub fn check_input(&self, dims: &[usize]) -> Result<usize> {
+        let want = self.features();
+        match *dims {
+            [batch, d] if batch > 0 && d == want => Ok(batch),
+            [batch, d] => Err(Error::shape("x", &[batch.max(1), want], &[batch, d])),
+            _ => Err(Error::rank("x", 2, dims.len())),
+        }
     }
 
     /// The initial parameters ([`DeqParameters`]), after [`validate`](Self::validate).
@@ -406,6 +437,29 @@ impl DeqConfig {
         let b = self.bias.then(|| uniform(self.seed, 2, h, bound));
         Ok(DeqParameters { w, u, b })
     }
+}
+
+/// The factor `max/‖W‖_F` that rescales `W` (its values, in any order) to Frobenius norm
+/// `max`, when its norm is larger; `None` when `‖W‖_F ≤ max` (nothing to do). The adapters'
+/// `clamp_contraction` applies it after an optimizer step, the projection of a projected
+/// gradient method onto `{‖W‖_F ≤ max}`, where the map stays a `max`-contraction (see the
+/// [module docs](self)).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] (`"max"`) for `max` outside `(0, 1)`; [`Error::NonFinite`]
+/// (`"w"`) for a norm that is not finite (a parameter that diverged: no factor restores it).
+pub fn contraction_scale(w: impl IntoIterator<Item = f64>, max: f64) -> Result<Option<f64>> {
+    if !(max > 0.0 && max < 1.0) {
+        return Err(Error::invalid("max", format!("{max} is not in (0, 1)")));
+    }
+    let norm = w.into_iter().map(|v| v * v).sum::<f64>().sqrt();
+    if !norm.is_finite() {
+        return Err(Error::NonFinite {
+            arg: "w".into(),
+            reason: format!("its Frobenius norm is {norm}"),
+        });
+    }
+    Ok((norm > max).then(|| max / norm))
 }
 
 /// Iterates `z ← step(z)` from `z0` until the change `step` reports (`max |z_{k+1} − z_k|`)
@@ -590,5 +644,60 @@ mod tests {
         );
         let e = fixed_point(0.0, &DeqConfig::new(1), |_| Ok((f64::NAN, f64::NAN))).unwrap_err();
         assert!(matches!(e, Error::NonFinite { .. }), "{e}");
+    }
+
+    #[test]
+    fn sizes_beyond_an_allocation_are_typed_errors() {
+        let huge = usize::MAX / 2;
+        let e = DeqConfig::new(huge).init().unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidArgument { ref arg, .. } if arg == "hidden"),
+            "{e}"
+        );
+        let e = DeqConfig::new(4)
+            .with_input_features(huge)
+            .init()
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidArgument { ref arg, .. } if arg == "input_features"),
+            "{e}"
+        );
+        // 2^62 f64 values overflow no usize but exceed isize::MAX bytes
+        let e = EinsumConfig::new("bi,ij->bj", vec![vec![1 << 31, 1 << 31]])
+            .layout()
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidArgument { ref arg, .. } if arg == "shapes[0]"),
+            "{e}"
+        );
+        let e = EinsumConfig::new("bi,ijk->bk", vec![vec![huge, huge, 3]])
+            .layout()
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    }
+
+    #[test]
+    fn input_batches_and_contraction_scales_are_checked() {
+        let c = DeqConfig::new(4).with_input_features(3);
+        assert_eq!(c.check_input(&[5, 3]).unwrap(), 5);
+        for (dims, shape) in [(&[5usize, 4][..], true), (&[0, 3], true), (&[3], false)] {
+            let e = c.check_input(dims).unwrap_err();
+            let ok = match e {
+                Error::ShapeMismatch { ref arg, .. } => shape && arg == "x",
+                Error::RankMismatch { ref arg, .. } => !shape && arg == "x",
+                _ => false,
+            };
+            assert!(ok, "{dims:?}: {e}");
+        }
+        assert_eq!(DeqConfig::new(3).check_input(&[1, 3]).unwrap(), 1);
+        // ‖(3, 4)‖_F = 5 (exact): rescaled to 0.5 by 0.1; ‖(0.3, 0.4)‖_F ≤ 0.9: kept
+        assert_eq!(contraction_scale([3.0, 4.0], 0.5).unwrap(), Some(0.1));
+        assert_eq!(contraction_scale([0.3, 0.4], 0.9).unwrap(), None);
+        for max in [0.0, 1.0, f64::NAN, -0.5] {
+            let e = contraction_scale([0.3], max).unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument { ref arg, .. } if arg == "max"), "{e}");
+        }
+        let e = contraction_scale([0.3, f64::INFINITY], 0.5).unwrap_err();
+        assert!(matches!(e, Error::NonFinite { ref arg, .. } if arg == "w"), "{e}");
     }
 }

@@ -28,9 +28,11 @@ pub mod on_burn;
 #[cfg(feature = "candle")]
 pub mod on_candle;
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use adrules::Error;
 use adrules_testing::Rng;
 use clap::{Parser, ValueEnum};
 
@@ -59,13 +61,27 @@ impl Rings {
         self.labels.is_empty()
     }
 
-    /// The points `start..end` and their one-hot labels (`(end − start)×classes`).
-    pub fn batch(&self, start: usize, end: usize) -> (Vec<f64>, Vec<f64>) {
-        let mut one_hot = vec![0.0; (end - start) * self.classes];
-        for (i, &c) in self.labels[start..end].iter().enumerate() {
+    /// The points `range` (row-major `len×2`) and their one-hot labels (`len×classes`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] (`"batch"`) for a range outside the points or a label
+    /// outside `0..classes`.
+    pub fn batch(&self, range: Range<usize>) -> adrules::Result<(Vec<f64>, Vec<f64>)> {
+        let outside = || {
+            let why = format!("points {range:?} of {}", self.len());
+            Error::invalid("batch", why)
+        };
+        let labels = self.labels.get(range.clone()).ok_or_else(outside)?;
+        let x = self.x.get(2 * range.start..2 * range.end).ok_or_else(outside)?;
+        let mut one_hot = vec![0.0; labels.len() * self.classes];
+        for (i, &c) in labels.iter().enumerate() {
+            if c >= self.classes {
+                let why = format!("label {c} of point {} is not below {}", range.start + i, self.classes);
+                return Err(Error::invalid("batch", why));
+            }
             one_hot[i * self.classes + c] = 1.0;
         }
-        (self.x[2 * start..2 * end].to_vec(), one_hot)
+        Ok((x.to_vec(), one_hot))
     }
 }
 
@@ -85,8 +101,21 @@ pub fn rings(classes: usize, per_class: usize, seed: u64) -> Rings {
     Rings { x, labels, classes }
 }
 
-/// The fraction of rows of `logits` (`n×classes`) whose largest entry is at the label.
-pub fn accuracy(logits: &[f64], labels: &[usize], classes: usize) -> f64 {
+/// The fraction of rows of `logits` (`n×classes`, row-major) whose largest entry is at the
+/// label (the first of equal largest entries).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] (`"logits"`) for no labels, no classes, or `logits` not
+/// `labels.len()×classes`.
+pub fn accuracy(logits: &[f64], labels: &[usize], classes: usize) -> adrules::Result<f64> {
+    if labels.is_empty() || classes == 0 || labels.len().checked_mul(classes) != Some(logits.len()) {
+        let why = format!(
+            "{} values for {} labels of {classes} classes",
+            logits.len(),
+            labels.len()
+        );
+        return Err(Error::invalid("logits", why));
+    }
     let right = logits
         .chunks(classes)
         .zip(labels)
@@ -98,7 +127,7 @@ pub fn accuracy(logits: &[f64], labels: &[usize], classes: usize) -> f64 {
             best == c
         })
         .count();
-    right as f64 / labels.len().max(1) as f64
+    Ok(right as f64 / labels.len() as f64)
 }
 
 /// The sizes and the schedule of a training run.
@@ -493,21 +522,16 @@ pub fn run(args: &Args) -> Result<(), String> {
         let trained = &curve[1..];
         let mean = trained.iter().map(|e| e.seconds).sum::<f64>() / trained.len() as f64;
         println!("{name}: {mean:.3} s per epoch");
-        curves.push((name, curve));
+        curves.push((engine, name, curve));
     }
-    if let [(_, a), (_, b)] = &curves[..] {
+    if let [(_, _, a), (_, _, b)] = &curves[..] {
         println!(
             "largest relative difference of the burn and candle loss curves: {:.2e}",
             curve_difference(a, b)
         );
     }
     if let Some(tolerances) = &args.memory {
-        for (name, _) in &curves {
-            let engine = if name == "burn" {
-                Engine::Burn
-            } else {
-                Engine::Candle
-            };
+        for &(engine, ref name, _) in &curves {
             let mem = Setup {
                 f64: true,
                 contraction: 0.9,
@@ -542,13 +566,7 @@ pub fn run(args: &Args) -> Result<(), String> {
         if args.overwrite {
             out.commit()?;
         } else {
-            // never replace a file that appeared meanwhile: a hard link fails if it exists
-            std::fs::hard_link(&tmp, &dest).map_err(|e| {
-                format!(
-                    "--plot {}: not written ({e}); pass --overwrite to replace it",
-                    dest.display()
-                )
-            })?;
+            out.commit_new()?;
         }
         println!(
             "wrote {} ({:.2} s)",

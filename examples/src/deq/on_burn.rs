@@ -64,24 +64,30 @@ fn cross_entropy(logits: Tensor<2>, one_hot: Tensor<2>) -> Tensor<1> {
 }
 
 /// Points `start..end` of `data` and their one-hot labels, on `device`.
-fn batch(data: &Rings, start: usize, end: usize, setup: &Setup, device: &Device) -> [Tensor<2>; 2] {
+fn batch(
+    data: &Rings,
+    start: usize,
+    end: usize,
+    setup: &Setup,
+    device: &Device,
+) -> Result<[Tensor<2>; 2]> {
     let dtype = if setup.f64 { DType::F64 } else { DType::F32 };
-    let (x, y) = data.batch(start, end);
+    let (x, y) = data.batch(start..end)?;
     let rows = end - start;
-    [(x, 2), (y, data.classes)]
-        .map(|(v, cols)| Tensor::<2>::from_data(TensorData::new(v, [rows, cols]), (device, dtype)))
+    Ok([(x, 2), (y, data.classes)]
+        .map(|(v, cols)| Tensor::<2>::from_data(TensorData::new(v, [rows, cols]), (device, dtype))))
 }
 
 /// Loss and accuracy on the whole data set, and the solver's iterations.
 fn evaluate(model: &Classifier, data: &Rings, setup: &Setup, device: &Device) -> Result<Epoch> {
-    let [x, y] = batch(data, 0, data.len(), setup, device);
+    let [x, y] = batch(data, 0, data.len(), setup, device)?;
     let (z, iterations) = model.deq.solve(x)?;
     let logits: Tensor<2> = model.readout.forward(z.autodiff())?;
     let host: Vec<f64> = logits.clone().into_data().iter::<f64>().collect();
     let loss = cross_entropy(logits, y).into_scalar::<f64>();
     Ok(Epoch {
         loss,
-        accuracy: accuracy(&host, &data.labels, data.classes),
+        accuracy: accuracy(&host, &data.labels, data.classes)?,
         iterations,
         seconds: 0.0,
     })
@@ -106,7 +112,7 @@ pub fn train(
         let started = Instant::now();
         for start in (0..data.len()).step_by(setup.batch) {
             let end = (start + setup.batch).min(data.len());
-            let [x, y] = batch(data, start, end, setup, &device);
+            let [x, y] = batch(data, start, end, setup, &device)?;
             let loss = cross_entropy(model.logits(x)?, y);
             let grads = GradientsParams::from_grads(try_backward(&loss)?, &model);
             model = optim.step(setup.lr, model, grads);
@@ -129,7 +135,7 @@ pub fn train(
 /// As [`train`].
 pub fn memory(setup: &Setup, data: &Rings, tolerances: &[f64]) -> Result<Vec<MemoryRow>> {
     let device = Device::flex().autodiff();
-    let [x, y] = batch(data, 0, data.len(), setup, &device);
+    let [x, y] = batch(data, 0, data.len(), setup, &device)?;
     let mut rows = Vec::new();
     for &tolerance in tolerances {
         let setup = Setup {

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use adrules::candle::candle_core::{DType, Device, Result, Tensor};
+use adrules::candle::to_candle;
 use adrules::candle::nn::candle_nn::{Module, Optimizer, SGD, VarBuilder, VarMap, ops};
 use adrules::candle::nn::{Deq, DeqConfig, Einsum, EinsumConfig};
 
@@ -68,7 +69,7 @@ fn cross_entropy(logits: &Tensor, one_hot: &Tensor) -> Result<Tensor> {
 
 /// Points `start..end` of `data` and their one-hot labels.
 fn batch(data: &Rings, start: usize, end: usize, setup: &Setup) -> Result<[Tensor; 2]> {
-    let (x, y) = data.batch(start, end);
+    let (x, y) = data.batch(start..end).map_err(to_candle)?;
     let rows = end - start;
     let x = Tensor::from_vec(x, (rows, 2), &Device::Cpu)?.to_dtype(dtype(setup))?;
     let y = Tensor::from_vec(y, (rows, data.classes), &Device::Cpu)?.to_dtype(dtype(setup))?;
@@ -90,7 +91,7 @@ fn evaluate(model: &Classifier, data: &Rings, setup: &Setup) -> Result<Epoch> {
         .to_vec1::<f64>()?;
     Ok(Epoch {
         loss: scalar(&cross_entropy(&logits, &y)?)?,
-        accuracy: accuracy(&host, &data.labels, data.classes),
+        accuracy: accuracy(&host, &data.labels, data.classes).map_err(to_candle)?,
         iterations,
         seconds: 0.0,
     })

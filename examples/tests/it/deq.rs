@@ -36,12 +36,28 @@ fn rings_are_deterministic_and_separated_by_radius() {
             "class {c} at r = {r}"
         );
     }
-    let (x, one_hot) = data.batch(3, 5);
+    let (x, one_hot) = data.batch(3..5).unwrap();
     assert_eq!(x, data.x[6..10]);
     assert_eq!(one_hot, [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]); // classes 0 and 1
     // accuracy counts the rows whose largest logit is the label
     let logits = [0.1, 0.9, 0.0, 2.0, -1.0, 0.5];
-    assert_eq!(accuracy(&logits, &[1, 2], 3), 0.5);
+    assert_eq!(accuracy(&logits, &[1, 2], 3).unwrap(), 0.5);
+    // out of range, a foreign label, sizes that do not match: typed errors, no panic
+    let invalid = |e: adrules::Error, name: &str| {
+        assert!(
+            matches!(e, adrules::Error::InvalidArgument { ref arg, .. } if arg == name),
+            "{e}"
+        )
+    };
+    invalid(data.batch(149..151).unwrap_err(), "batch");
+    #[allow(clippy::reversed_empty_ranges)]
+    invalid(data.batch(5..3).unwrap_err(), "batch");
+    let mut foreign = data.clone();
+    foreign.labels[4] = 3;
+    invalid(foreign.batch(3..5).unwrap_err(), "batch");
+    invalid(accuracy(&logits, &[1, 2], 0).unwrap_err(), "logits");
+    invalid(accuracy(&logits, &[1], 3).unwrap_err(), "logits");
+    invalid(accuracy(&[], &[], 3).unwrap_err(), "logits");
 }
 
 /// Trains `engine` on the small problem; asserts the stated margin and returns the curve.

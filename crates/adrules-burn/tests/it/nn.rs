@@ -436,3 +436,20 @@ fn clamp_contraction_rescales_w_only_above_the_bound() {
         "{e}"
     );
 }
+
+#[test]
+fn deq_config_defaults_are_the_cores() {
+    use adrules_core::layers;
+    for hidden in [1, 7] {
+        assert_eq!(DeqConfig::new(hidden).core(), layers::DeqConfig::new(hidden));
+    }
+    let e = DeqConfig::new(3)
+        .init(&Device::flex().autodiff())
+        .unwrap()
+        .solve(tensor(&[0.0; 8], [2, 4], &Device::flex()))
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::ShapeMismatch { ref arg, .. } if arg == "x"),
+        "{e}"
+    );
+}
