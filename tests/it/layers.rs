@@ -14,13 +14,20 @@ fn burn_bits<const D: usize>(t: Tensor<D>) -> Vec<u64> {
 
 fn candle_bits(t: &CandleTensor) -> Vec<u64> {
     let v = t.to_dtype(CandleDType::F64).unwrap().flatten_all().unwrap();
-    v.to_vec1::<f64>().unwrap().into_iter().map(f64::to_bits).collect()
+    v.to_vec1::<f64>()
+        .unwrap()
+        .into_iter()
+        .map(f64::to_bits)
+        .collect()
 }
 
 #[test]
 fn burn_and_candle_layers_start_from_the_same_parameters() {
     let device = BurnDevice::flex();
-    for (bd, cd) in [(BurnDType::F32, CandleDType::F32), (BurnDType::F64, CandleDType::F64)] {
+    for (bd, cd) in [
+        (BurnDType::F32, CandleDType::F32),
+        (BurnDType::F64, CandleDType::F64),
+    ] {
         let varmap = VarMap::new();
         let vb = VarBuilder::from_varmap(&varmap, cd, &Device::Cpu);
 

@@ -695,9 +695,15 @@ mod tests {
         assert_eq!(contraction_scale([0.3, 0.4], 0.9).unwrap(), None);
         for max in [0.0, 1.0, f64::NAN, -0.5] {
             let e = contraction_scale([0.3], max).unwrap_err();
-            assert!(matches!(e, Error::InvalidArgument { ref arg, .. } if arg == "max"), "{e}");
+            assert!(
+                matches!(e, Error::InvalidArgument { ref arg, .. } if arg == "max"),
+                "{e}"
+            );
         }
         let e = contraction_scale([0.3, f64::INFINITY], 0.5).unwrap_err();
-        assert!(matches!(e, Error::NonFinite { ref arg, .. } if arg == "w"), "{e}");
+        assert!(
+            matches!(e, Error::NonFinite { ref arg, .. } if arg == "w"),
+            "{e}"
+        );
     }
 }

@@ -72,11 +72,18 @@ impl Rings {
             Error::invalid("batch", why)
         };
         let labels = self.labels.get(range.clone()).ok_or_else(outside)?;
-        let x = self.x.get(2 * range.start..2 * range.end).ok_or_else(outside)?;
+        let x = self
+            .x
+            .get(2 * range.start..2 * range.end)
+            .ok_or_else(outside)?;
         let mut one_hot = vec![0.0; labels.len() * self.classes];
         for (i, &c) in labels.iter().enumerate() {
             if c >= self.classes {
-                let why = format!("label {c} of point {} is not below {}", range.start + i, self.classes);
+                let why = format!(
+                    "label {c} of point {} is not below {}",
+                    range.start + i,
+                    self.classes
+                );
                 return Err(Error::invalid("batch", why));
             }
             one_hot[i * self.classes + c] = 1.0;
@@ -108,7 +115,8 @@ pub fn rings(classes: usize, per_class: usize, seed: u64) -> Rings {
 /// [`Error::InvalidArgument`] (`"logits"`) for no labels, no classes, or `logits` not
 /// `labels.len()×classes`.
 pub fn accuracy(logits: &[f64], labels: &[usize], classes: usize) -> adrules::Result<f64> {
-    if labels.is_empty() || classes == 0 || labels.len().checked_mul(classes) != Some(logits.len()) {
+    if labels.is_empty() || classes == 0 || labels.len().checked_mul(classes) != Some(logits.len())
+    {
         let why = format!(
             "{} values for {} labels of {classes} classes",
             logits.len(),
@@ -503,7 +511,7 @@ pub fn run(args: &Args) -> Result<(), String> {
         setup.tolerance
     );
     let mut curves = Vec::new();
-    for engine in engines {
+    for &engine in &engines {
         let name = format!("{engine:?}").to_lowercase();
         println!(
             "{name}: {:>5} {:>10} {:>9} {:>6} {:>9}",
@@ -522,16 +530,16 @@ pub fn run(args: &Args) -> Result<(), String> {
         let trained = &curve[1..];
         let mean = trained.iter().map(|e| e.seconds).sum::<f64>() / trained.len() as f64;
         println!("{name}: {mean:.3} s per epoch");
-        curves.push((engine, name, curve));
+        curves.push((name, curve));
     }
-    if let [(_, _, a), (_, _, b)] = &curves[..] {
+    if let [(_, a), (_, b)] = &curves[..] {
         println!(
             "largest relative difference of the burn and candle loss curves: {:.2e}",
             curve_difference(a, b)
         );
     }
     if let Some(tolerances) = &args.memory {
-        for &(engine, ref name, _) in &curves {
+        for (&engine, (name, _)) in engines.iter().zip(&curves) {
             let mem = Setup {
                 f64: true,
                 contraction: 0.9,

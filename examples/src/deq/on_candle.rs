@@ -4,9 +4,9 @@
 use std::time::Instant;
 
 use adrules::candle::candle_core::{DType, Device, Result, Tensor};
-use adrules::candle::to_candle;
 use adrules::candle::nn::candle_nn::{Module, Optimizer, SGD, VarBuilder, VarMap, ops};
 use adrules::candle::nn::{Deq, DeqConfig, Einsum, EinsumConfig};
+use adrules::candle::to_candle;
 
 use super::{Epoch, MemoryRow, Rings, Setup, accuracy, peak_bytes};
 

@@ -441,7 +441,10 @@ fn clamp_contraction_rescales_w_only_above_the_bound() {
 fn deq_config_defaults_are_the_cores() {
     use adrules_core::layers;
     for hidden in [1, 7] {
-        assert_eq!(DeqConfig::new(hidden).core(), layers::DeqConfig::new(hidden));
+        assert_eq!(
+            DeqConfig::new(hidden).core(),
+            layers::DeqConfig::new(hidden)
+        );
     }
     let e = DeqConfig::new(3)
         .init(&Device::flex().autodiff())

@@ -5,10 +5,8 @@ use crate::error::Result;
 use crate::scalar::DynScalar;
 use crate::spec::{Axes, Conj, ContractSpec, Permutation};
 
-use super::{
-    Activity, Cotangents, Meta, Tangents, check_coeff_tangent, check_like, coeff_kind, cot_scale,
-    deposit, deposit_beta, deposit_c, deposit_coeff, tangent_start,
-};
+use super::skeleton::{self, Ab, OpPullback, Step, Unary};
+use super::{Activity, Tangents, coeff_kind, cot_scale, deposit, deposit_coeff};
 
 /// One permuted add `C ← β·C + α·P_p(op(A))`: output axis `m` is A's axis `perm[m]`, `op` is
 /// conjugation when `conj` is [`Conj::Yes`].
@@ -49,24 +47,14 @@ impl AddOp {
         self
     }
 
-    /// Sets α.
-    pub fn alpha(mut self, alpha: impl Into<DynScalar>) -> Self {
-        self.alpha = alpha.into();
-        self
-    }
-
-    /// Sets β.
-    pub fn beta(mut self, beta: impl Into<DynScalar>) -> Self {
-        self.beta = beta.into();
-        self
-    }
+    coefficient_builders!();
 
     /// The primal `C ← β·C + α·P_p(op(A))`.
     ///
     /// # Errors
     /// Those of [`Backend::add`].
     pub fn apply<B: Backend>(&self, be: &B, c: &mut B::Tensor, a: &B::Tensor) -> Result<()> {
-        be.add(c, a, &self.perm, self.conj, self.alpha, self.beta)
+        self.kernel(be, c, a, (self.alpha, self.beta))
     }
 
     /// The primal, updating `c` in place, and its pullback. The pullback keeps A only when
@@ -81,9 +69,7 @@ impl AddOp {
         a: &B::Tensor,
         active: Activity,
     ) -> Result<AddPullback<B>> {
-        let pb = self.pullback_at(be, c, a, active)?;
-        self.apply(be, c, a)?;
-        Ok(pb)
+        skeleton::rrule(self, be, c, a, active)
     }
 
     /// The pullback at the primal point `(C, A)` without computing the primal, for engines
@@ -100,16 +86,7 @@ impl AddOp {
         a: &B::Tensor,
         active: Activity,
     ) -> Result<AddPullback<B>> {
-        self.perm.check_add(&be.dims(a), &be.dims(c))?;
-        Ok(AddPullback {
-            backend: be.clone(),
-            op: self.clone(),
-            a: active.alpha.then(|| a.clone()),
-            c_old: active.beta.then(|| c.clone()),
-            a_meta: Meta::of(be, a),
-            c_meta: Meta::of(be, c),
-            active,
-        })
+        skeleton::pullback_at(self, be, c, a, active)
     }
 
     /// The primal, updating `c` in place, and the tangent of the updated C.
@@ -125,85 +102,39 @@ impl AddOp {
         a: &B::Tensor,
         t: Tangents<'_, B>,
     ) -> Result<B::Tensor> {
-        self.perm.check_add(&be.dims(a), &be.dims(c))?;
-        let (c_meta, a_meta) = (Meta::of(be, c), Meta::of(be, a));
-        let one = crate::scalar::DynScalar::one(c_meta.dtype);
-        let mut dc = tangent_start(be, c, &c_meta, self.beta, t.c, t.beta)?;
-        if let Some(da) = t.a {
-            check_like(be, "tangent of a", da, &a_meta)?;
-            be.add(&mut dc, da, &self.perm, self.conj, self.alpha, one)?;
-        }
-        if let Some(dal) = t.alpha {
-            check_coeff_tangent("tangent of alpha", Some(dal), self.alpha)?;
-            be.add(&mut dc, a, &self.perm, self.conj, dal, one)?;
-        }
-        t.check_output(be, "c_dot", &dc, &[c, a])?;
-        self.apply(be, c, a)?;
-        Ok(dc)
+        skeleton::frule(self, be, c, a, t)
     }
 }
 
-/// Pullback of an [`AddOp`]; owns what it reads and can be applied many times.
-#[derive(Clone, Debug)]
-pub struct AddPullback<B: Backend> {
-    backend: B,
-    op: AddOp,
-    a: Option<B::Tensor>,
-    c_old: Option<B::Tensor>,
-    a_meta: Meta,
-    c_meta: Meta,
-    active: Activity,
-}
+/// Pullback of an [`AddOp`] (the shared [`OpPullback`]): `pullback(&c̄)` for fresh
+/// cotangents, `accumulate(&c̄, &mut grads)` into existing buffers.
+pub type AddPullback<B> = OpPullback<B, AddOp>;
 
-impl<B: Backend> AddPullback<B> {
-    /// Fresh cotangents of the active inputs for the output cotangent `c_bar`.
-    ///
-    /// # Errors
-    /// [`crate::Error::ShapeMismatch`] / [`crate::Error::DTypeMismatch`] naming `"c_bar"`
-    /// when `c_bar` does not match C; backend errors.
-    /// [`crate::Error::NonFinite`] for a cotangent that is not finite although `c_bar` and
-    /// what the pullback read are ([`crate::finite`]).
-    pub fn pullback(&self, c_bar: &B::Tensor) -> Result<Cotangents<B>> {
-        let mut g = Cotangents::default();
-        self.accumulate(c_bar, &mut g)?;
-        g.checked(
-            &self.backend,
-            &[Some(c_bar), self.a.as_ref(), self.c_old.as_ref()],
-        )
-    }
-
-    /// Adds the cotangents of the active inputs into `into` (a `None` slot receives a fresh
-    /// buffer; an existing buffer is updated with β = 1, in place where the backend allows).
-    ///
-    /// # Errors
-    /// As [`pullback`](Self::pullback), plus shape/dtype errors of existing buffers.
-    pub fn accumulate(&self, c_bar: &B::Tensor, into: &mut Cotangents<B>) -> Result<()> {
-        let be = &self.backend;
-        let op = &self.op;
-        check_like(be, "c_bar", c_bar, &self.c_meta)?;
-        let cbar_dtype = be.dtype(c_bar);
-        if self.active.c {
-            deposit_c(be, &mut into.c, c_bar, &self.c_meta, op.beta)?;
+impl Unary for AddOp {
+    /// `Ā += op(conj(α)·P_ip(C̄))`, `ᾱ = ⟨P_p(op(A)), C̄⟩`.
+    fn cotangents<B: Backend>(&self, step: Step<'_, B>) -> Result<()> {
+        let (be, at, c_bar, into) = step.parts();
+        if at.active.a {
+            let ip = self.perm.inverse();
+            let scale = cot_scale(self.conj, self.alpha);
+            let input = be.dtype(c_bar).join(coeff_kind(scale));
+            deposit(be, &mut into.a, &at.metas[0], input, |t, keep| {
+                be.add(t, c_bar, &ip, self.conj, scale, keep)
+            })?;
         }
-        if self.active.a {
-            let ip = op.perm.inverse();
-            let scale = cot_scale(op.conj, op.alpha);
-            deposit(
-                be,
-                &mut into.a,
-                &self.a_meta,
-                cbar_dtype.join(coeff_kind(scale)),
-                |t, keep| be.add(t, c_bar, &ip, op.conj, scale, keep),
-            )?;
-        }
-        if let (true, Some(a)) = (self.active.alpha, &self.a) {
-            let v = permuted_inner(be, a, op.conj, &op.perm, c_bar)?;
-            deposit_coeff(&mut into.alpha, v, op.alpha);
-        }
-        if let (true, Some(c_old)) = (self.active.beta, &self.c_old) {
-            deposit_beta(be, &mut into.beta, c_old, c_bar, op.beta)?;
+        if let (true, Some(a)) = (at.active.alpha, &at.operands[0]) {
+            let v = permuted_inner(be, a, self.conj, &self.perm, c_bar)?;
+            deposit_coeff(&mut into.alpha, v, self.alpha);
         }
         Ok(())
+    }
+
+    fn check_shapes(&self, a: &[usize], c: &[usize]) -> Result<()> {
+        self.perm.check_add(a, c)
+    }
+
+    fn kernel<B: Backend>(&self, be: &B, c: &mut B::Tensor, a: &B::Tensor, ab: Ab) -> Result<()> {
+        be.add(c, a, &self.perm, self.conj, ab.0, ab.1)
     }
 }
 

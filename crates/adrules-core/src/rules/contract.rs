@@ -5,9 +5,10 @@ use crate::error::Result;
 use crate::scalar::DynScalar;
 use crate::spec::{Axes, Conj, ContractSpec};
 
+use super::skeleton::{Formulas, OpPullback, Step};
 use super::{
-    Activity, Cotangents, Meta, Tangents, check_coeff_tangent, check_like, coeff_kind, cot_scale,
-    deposit, deposit_beta, deposit_c, deposit_coeff, tangent_start,
+    Activity, Meta, Tangents, check_coeff_tangent, check_like, coeff_kind, cot_scale, deposit,
+    deposit_coeff, tangent_start,
 };
 
 /// One pairwise contraction `C ← β·C + α·P_pAB(op_cA(A)·op_cB(B))` (see [`ContractSpec`]).
@@ -63,17 +64,7 @@ impl ContractOp {
         self
     }
 
-    /// Sets α.
-    pub fn alpha(mut self, alpha: impl Into<DynScalar>) -> Self {
-        self.alpha = alpha.into();
-        self
-    }
-
-    /// Sets β.
-    pub fn beta(mut self, beta: impl Into<DynScalar>) -> Self {
-        self.beta = beta.into();
-        self
-    }
+    coefficient_builders!();
 
     /// The primal.
     ///
@@ -131,20 +122,7 @@ impl ContractOp {
         active: Activity,
     ) -> Result<ContractPullback<B>> {
         self.spec.check(&be.dims(a), &be.dims(b), &be.dims(c))?;
-        let (spec_a, spec_b) = cotangent_specs(&self.spec)?;
-        Ok(ContractPullback {
-            backend: be.clone(),
-            op: self.clone(),
-            spec_a,
-            spec_b,
-            a: (active.b || active.alpha).then(|| a.clone()),
-            b: (active.a || active.alpha).then(|| b.clone()),
-            c_old: active.beta.then(|| c.clone()),
-            a_meta: Meta::of(be, a),
-            b_meta: Meta::of(be, b),
-            c_meta: Meta::of(be, c),
-            active,
-        })
+        OpPullback::at(be, self, c, &[a, b], active)
     }
 
     /// The primal, updating `c` in place, and the tangent of the updated C (computed before
@@ -229,97 +207,60 @@ fn cotangent_specs(s: &ContractSpec) -> Result<(ContractSpec, ContractSpec)> {
     Ok((spec_a, spec_b))
 }
 
-/// Pullback of a [`ContractOp`]; owns what it reads and can be applied many times.
-#[derive(Clone, Debug)]
-pub struct ContractPullback<B: Backend> {
-    backend: B,
-    op: ContractOp,
-    spec_a: ContractSpec,
-    spec_b: ContractSpec,
-    a: Option<B::Tensor>,
-    b: Option<B::Tensor>,
-    c_old: Option<B::Tensor>,
-    a_meta: Meta,
-    b_meta: Meta,
-    c_meta: Meta,
-    active: Activity,
-}
+/// Pullback of a [`ContractOp`] (the shared [`OpPullback`]): `pullback(&c̄)` for fresh
+/// cotangents, `accumulate(&c̄, &mut grads)` into existing buffers (in place with β = 1
+/// when the dtypes allow).
+pub type ContractPullback<B> = OpPullback<B, ContractOp>;
 
-impl<B: Backend> ContractPullback<B> {
-    /// Fresh cotangents of the active inputs.
-    ///
-    /// # Errors
-    /// `c_bar` not matching C (`"c_bar"`); backend errors.
-    /// [`crate::Error::NonFinite`] for a cotangent that is not finite although `c_bar` and
-    /// what the pullback read are ([`crate::finite`]).
-    pub fn pullback(&self, c_bar: &B::Tensor) -> Result<Cotangents<B>> {
-        let mut g = Cotangents::default();
-        self.accumulate(c_bar, &mut g)?;
-        g.checked(
-            &self.backend,
-            &[
-                Some(c_bar),
-                self.a.as_ref(),
-                self.b.as_ref(),
-                self.c_old.as_ref(),
-            ],
-        )
+impl Formulas for ContractOp {
+    /// the contraction specs of ΔA and ΔB ([`cotangent_specs`])
+    type Plan = (ContractSpec, ContractSpec);
+
+    fn keeps(&self, active: Activity) -> [bool; 2] {
+        [active.b || active.alpha, active.a || active.alpha]
     }
 
-    /// Adds the cotangents of the active inputs into `into` (in place into existing buffers
-    /// with β = 1 when the dtypes allow).
-    ///
-    /// # Errors
-    /// As [`pullback`](Self::pullback), plus shape/dtype errors of existing buffers.
-    pub fn accumulate(&self, c_bar: &B::Tensor, into: &mut Cotangents<B>) -> Result<()> {
-        let be = &self.backend;
-        let op = &self.op;
-        check_like(be, "c_bar", c_bar, &self.c_meta)?;
+    fn plan(&self) -> Result<Self::Plan> {
+        cotangent_specs(&self.spec)
+    }
+
+    /// `ΔA`, `ΔB` and `ᾱ = ⟨P_pAB(op A·op B), C̄⟩` (see [`ContractOp`]).
+    fn operand_cotangents<B: Backend>(&self, plan: &Self::Plan, step: Step<'_, B>) -> Result<()> {
+        let (be, at, c_bar, into) = step.parts();
+        let (spec_a, spec_b) = plan;
         let cbar_dtype = be.dtype(c_bar);
-        if self.active.c {
-            deposit_c(be, &mut into.c, c_bar, &self.c_meta, op.beta)?;
-        }
-        if let (true, Some(b)) = (self.active.a, &self.b) {
-            let scale = cot_scale(op.conj_a, op.alpha);
-            let flag_b = if op.conj_a.is_conj() {
-                op.conj_b
+        let (a_meta, b_meta) = (&at.metas[0], &at.metas[1]);
+        if let (true, Some(b)) = (at.active.a, &at.operands[1]) {
+            let scale = cot_scale(self.conj_a, self.alpha);
+            let flag_b = if self.conj_a.is_conj() {
+                self.conj_b
             } else {
-                op.conj_b.flip()
+                self.conj_b.flip()
             };
-            let input = cbar_dtype.join(self.b_meta.dtype).join(coeff_kind(scale));
-            deposit(be, &mut into.a, &self.a_meta, input, |t, keep| {
-                be.contract(t, c_bar, b, &self.spec_a, op.conj_a, flag_b, scale, keep)
+            let input = cbar_dtype.join(b_meta.dtype).join(coeff_kind(scale));
+            deposit(be, &mut into.a, a_meta, input, |t, keep| {
+                be.contract(t, c_bar, b, spec_a, self.conj_a, flag_b, scale, keep)
             })?;
         }
-        if let (true, Some(a)) = (self.active.b, &self.a) {
-            let scale = cot_scale(op.conj_b, op.alpha);
-            let flag_a = if op.conj_b.is_conj() {
-                op.conj_a
+        if let (true, Some(a)) = (at.active.b, &at.operands[0]) {
+            let scale = cot_scale(self.conj_b, self.alpha);
+            let flag_a = if self.conj_b.is_conj() {
+                self.conj_a
             } else {
-                op.conj_a.flip()
+                self.conj_a.flip()
             };
-            let input = cbar_dtype.join(self.a_meta.dtype).join(coeff_kind(scale));
-            deposit(be, &mut into.b, &self.b_meta, input, |t, keep| {
-                be.contract(t, a, c_bar, &self.spec_b, flag_a, op.conj_b, scale, keep)
+            let input = cbar_dtype.join(a_meta.dtype).join(coeff_kind(scale));
+            deposit(be, &mut into.b, b_meta, input, |t, keep| {
+                be.contract(t, a, c_bar, spec_b, flag_a, self.conj_b, scale, keep)
             })?;
         }
-        if let (true, Some(a), Some(b)) = (self.active.alpha, &self.a, &self.b) {
-            let dtype = self.a_meta.dtype.join(self.b_meta.dtype);
-            let mut ab = be.empty(&self.c_meta.dims, dtype)?;
-            be.contract(
-                &mut ab,
-                a,
-                b,
-                &op.spec,
-                op.conj_a,
-                op.conj_b,
-                DynScalar::one(dtype),
-                DynScalar::zero(dtype),
-            )?;
-            deposit_coeff(&mut into.alpha, be.inner(&ab, c_bar)?, op.alpha);
-        }
-        if let (true, Some(c_old)) = (self.active.beta, &self.c_old) {
-            deposit_beta(be, &mut into.beta, c_old, c_bar, op.beta)?;
+        if let (true, Some(a), Some(b)) = (at.active.alpha, &at.operands[0], &at.operands[1]) {
+            let dtype = a_meta.dtype.join(b_meta.dtype);
+            let mut ab = be.empty(&at.c_meta.dims, dtype)?;
+            let (ca, cb) = (self.conj_a, self.conj_b);
+            let (one, zero) = (DynScalar::one(dtype), DynScalar::zero(dtype));
+            be.contract(&mut ab, a, b, &self.spec, ca, cb, one, zero)?;
+            deposit_coeff(&mut into.alpha, be.inner(&ab, c_bar)?, self.alpha);
         }
         Ok(())
     }

@@ -35,15 +35,47 @@
 //! accumulates only the real part; an `f32` tensor fed by `f64` coefficients receives an `f32`
 //! cotangent.
 
+/// The `alpha` and `beta` builders of the three ops (plain structs with public fields).
+macro_rules! coefficient_builders {
+    () => {
+        /// Sets α.
+        pub fn alpha(mut self, alpha: impl Into<DynScalar>) -> Self {
+            self.alpha = alpha.into();
+            self
+        }
+
+        /// Sets β.
+        pub fn beta(mut self, beta: impl Into<DynScalar>) -> Self {
+            self.beta = beta.into();
+            self
+        }
+    };
+}
+
+/// `impl skeleton::Coefficients` for ops with the fields `alpha` and `beta`.
+macro_rules! coefficients {
+    ($($op:ty),*) => {$(
+        impl skeleton::Coefficients for $op {
+            fn coefficients(&self) -> skeleton::Ab {
+                (self.alpha, self.beta)
+            }
+        }
+    )*};
+}
+
 mod add;
 mod contract;
 mod primitive;
+mod skeleton;
 mod tensorscalar;
 mod trace;
 
 pub use add::{AddOp, AddPullback};
 pub use contract::{ContractOp, ContractPullback};
 pub use primitive::{Primitive, PrimitivePullback};
+pub use skeleton::OpPullback;
+
+coefficients!(AddOp, TraceOp, ContractOp);
 pub use tensorscalar::{TensorScalarPullback, tensorscalar_frule, tensorscalar_rrule};
 pub use trace::{TraceOp, TracePullback};
 

@@ -6,10 +6,8 @@ use crate::error::Result;
 use crate::scalar::DynScalar;
 use crate::spec::{Conj, TraceSpec};
 
-use super::{
-    Activity, Cotangents, Meta, Tangents, check_coeff_tangent, check_like, cot_scale, deposit_beta,
-    deposit_c, deposit_coeff, tangent_start,
-};
+use super::skeleton::{self, Ab, OpPullback, Step, Unary};
+use super::{Activity, Tangents, cot_scale, deposit_coeff};
 
 /// One generalized partial trace `C[i] ← β·C[i] + α·Σ_t op(A[J(i, t)])` (see [`TraceSpec`]):
 /// partial and full traces (`iij->j`, `ii->`), diagonals (`ii->i`, `bii->bi`, `iii->i`) and
@@ -57,24 +55,14 @@ impl TraceOp {
         self
     }
 
-    /// Sets α.
-    pub fn alpha(mut self, alpha: impl Into<DynScalar>) -> Self {
-        self.alpha = alpha.into();
-        self
-    }
-
-    /// Sets β.
-    pub fn beta(mut self, beta: impl Into<DynScalar>) -> Self {
-        self.beta = beta.into();
-        self
-    }
+    coefficient_builders!();
 
     /// The primal.
     ///
     /// # Errors
     /// Those of [`Backend::trace`].
     pub fn apply<B: Backend>(&self, be: &B, c: &mut B::Tensor, a: &B::Tensor) -> Result<()> {
-        be.trace(c, a, &self.spec, self.conj, self.alpha, self.beta)
+        self.kernel(be, c, a, (self.alpha, self.beta))
     }
 
     /// The primal, updating `c` in place, and its pullback (keeps A only when α is active,
@@ -89,9 +77,7 @@ impl TraceOp {
         a: &B::Tensor,
         active: Activity,
     ) -> Result<TracePullback<B>> {
-        let pb = self.pullback_at(be, c, a, active)?;
-        self.apply(be, c, a)?;
-        Ok(pb)
+        skeleton::rrule(self, be, c, a, active)
     }
 
     /// The pullback at the primal point `(C, A)` without computing the primal (see
@@ -107,16 +93,7 @@ impl TraceOp {
         a: &B::Tensor,
         active: Activity,
     ) -> Result<TracePullback<B>> {
-        self.spec.check(&be.dims(a), &be.dims(c))?;
-        Ok(TracePullback {
-            backend: be.clone(),
-            op: self.clone(),
-            a: active.alpha.then(|| a.clone()),
-            c_old: active.beta.then(|| c.clone()),
-            a_meta: Meta::of(be, a),
-            c_meta: Meta::of(be, c),
-            active,
-        })
+        skeleton::pullback_at(self, be, c, a, active)
     }
 
     /// The primal, updating `c` in place, and the tangent of the updated C.
@@ -130,90 +107,45 @@ impl TraceOp {
         a: &B::Tensor,
         t: Tangents<'_, B>,
     ) -> Result<B::Tensor> {
-        self.spec.check(&be.dims(a), &be.dims(c))?;
-        let (c_meta, a_meta) = (Meta::of(be, c), Meta::of(be, a));
-        let one = DynScalar::one(c_meta.dtype);
-        let mut dc = tangent_start(be, c, &c_meta, self.beta, t.c, t.beta)?;
-        if let Some(da) = t.a {
-            check_like(be, "tangent of a", da, &a_meta)?;
-            be.trace(&mut dc, da, &self.spec, self.conj, self.alpha, one)?;
-        }
-        if let Some(dal) = t.alpha {
-            check_coeff_tangent("tangent of alpha", Some(dal), self.alpha)?;
-            be.trace(&mut dc, a, &self.spec, self.conj, dal, one)?;
-        }
-        t.check_output(be, "c_dot", &dc, &[c, a])?;
-        self.apply(be, c, a)?;
-        Ok(dc)
+        skeleton::frule(self, be, c, a, t)
     }
 }
 
-/// Pullback of a [`TraceOp`]; owns what it reads and can be applied many times.
-#[derive(Clone, Debug)]
-pub struct TracePullback<B: Backend> {
-    backend: B,
-    op: TraceOp,
-    a: Option<B::Tensor>,
-    c_old: Option<B::Tensor>,
-    a_meta: Meta,
-    c_meta: Meta,
-    active: Activity,
-}
+/// Pullback of a [`TraceOp`] (the shared [`OpPullback`]): `pullback(&c̄)` for fresh
+/// cotangents, `accumulate(&c̄, &mut grads)` into existing buffers.
+pub type TracePullback<B> = OpPullback<B, TraceOp>;
 
-impl<B: Backend> TracePullback<B> {
-    /// Fresh cotangents of the active inputs.
-    ///
-    /// # Errors
-    /// `c_bar` not matching C (`"c_bar"`); backend errors.
-    /// [`crate::Error::NonFinite`] for a cotangent that is not finite although `c_bar` and
-    /// what the pullback read are ([`crate::finite`]).
-    pub fn pullback(&self, c_bar: &B::Tensor) -> Result<Cotangents<B>> {
-        let mut g = Cotangents::default();
-        self.accumulate(c_bar, &mut g)?;
-        g.checked(
-            &self.backend,
-            &[Some(c_bar), self.a.as_ref(), self.c_old.as_ref()],
-        )
-    }
-
-    /// Adds the cotangents of the active inputs into `into`.
-    ///
-    /// # Errors
-    /// As [`pullback`](Self::pullback), plus shape/dtype errors of existing buffers.
-    pub fn accumulate(&self, c_bar: &B::Tensor, into: &mut Cotangents<B>) -> Result<()> {
-        let be = &self.backend;
-        let op = &self.op;
-        check_like(be, "c_bar", c_bar, &self.c_meta)?;
-        if self.active.c {
-            deposit_c(be, &mut into.c, c_bar, &self.c_meta, op.beta)?;
-        }
-        if self.active.a {
-            let scale = cot_scale(op.conj, op.alpha);
+impl Unary for TraceOp {
+    /// `Ā += op(conj(α)·C̄)` on the diagonals of A, `ᾱ = ⟨P_p(tr op(A)), C̄⟩`.
+    fn cotangents<B: Backend>(&self, step: Step<'_, B>) -> Result<()> {
+        let (be, at, c_bar, into) = step.parts();
+        if at.active.a {
+            let scale = cot_scale(self.conj, self.alpha);
             match &mut into.a {
-                Some(t) => be.add_to_diagonal(t, c_bar, &op.spec, op.conj, scale)?,
+                Some(t) => be.add_to_diagonal(t, c_bar, &self.spec, self.conj, scale)?,
                 None => {
-                    let mut t = be.zeros(&self.a_meta.dims, self.a_meta.dtype)?;
-                    be.add_to_diagonal(&mut t, c_bar, &op.spec, op.conj, scale)?;
+                    let a_meta = &at.metas[0];
+                    let mut t = be.zeros(&a_meta.dims, a_meta.dtype)?;
+                    be.add_to_diagonal(&mut t, c_bar, &self.spec, self.conj, scale)?;
                     into.a = Some(t);
                 }
             }
         }
-        if let (true, Some(a)) = (self.active.alpha, &self.a) {
-            let dtype = be.dtype(a).join(self.c_meta.dtype);
-            let mut tr = be.empty(&self.c_meta.dims, dtype)?;
-            be.trace(
-                &mut tr,
-                a,
-                &op.spec,
-                op.conj,
-                DynScalar::one(dtype),
-                DynScalar::zero(dtype),
-            )?;
-            deposit_coeff(&mut into.alpha, be.inner(&tr, c_bar)?, op.alpha);
-        }
-        if let (true, Some(c_old)) = (self.active.beta, &self.c_old) {
-            deposit_beta(be, &mut into.beta, c_old, c_bar, op.beta)?;
+        if let (true, Some(a)) = (at.active.alpha, &at.operands[0]) {
+            let dtype = be.dtype(a).join(at.c_meta.dtype);
+            let mut tr = be.empty(&at.c_meta.dims, dtype)?;
+            let (one, zero) = (DynScalar::one(dtype), DynScalar::zero(dtype));
+            be.trace(&mut tr, a, &self.spec, self.conj, one, zero)?;
+            deposit_coeff(&mut into.alpha, be.inner(&tr, c_bar)?, self.alpha);
         }
         Ok(())
+    }
+
+    fn check_shapes(&self, a: &[usize], c: &[usize]) -> Result<()> {
+        self.spec.check(a, c)
+    }
+
+    fn kernel<B: Backend>(&self, be: &B, c: &mut B::Tensor, a: &B::Tensor, ab: Ab) -> Result<()> {
+        be.trace(c, a, &self.spec, self.conj, ab.0, ab.1)
     }
 }

@@ -1,0 +1,266 @@
+//! The pullback skeleton the three primitives share: [`OpPullback`] saves the primal point
+//! (activity, the operands a cotangent reads, `C_old` for `β̄`, shapes and dtypes), checks
+//! `C̄`, deposits `C̄_in = conj(β)·C̄` and `β̄ = ⟨C_old, C̄⟩` and checks fresh cotangents for
+//! finiteness; for the one-operand primitives (add, trace) [`Unary`] also gives the whole
+//! `rrule`, `pullback_at` and `frule`. Each op file keeps only its own formulas: the
+//! cotangents of its operands and of `α` ([`Formulas`]) and, for add and trace, its kernel.
+//!
+//! The traits are public only so that [`OpPullback`] can name them in its bounds; they live in
+//! this private module and cannot be implemented outside the crate (a sealed trait).
+
+use std::fmt::Debug;
+
+use smallvec::SmallVec;
+
+use crate::backend::Backend;
+use crate::error::Result;
+use crate::scalar::DynScalar;
+
+use super::{
+    Activity, Cotangents, Meta, Tangents, check_coeff_tangent, check_like, deposit_beta, deposit_c,
+    tangent_start,
+};
+
+/// A primitive's own reverse-mode formulas, plugged into [`OpPullback`].
+pub trait Formulas: Coefficients + Clone + Debug {
+    /// What the pullback derives from the op once (a contraction: the specs of `Ā` and `B̄`).
+    type Plan: Clone + Debug;
+
+    /// Which operands the pullback keeps, in order (`false`: no cotangent reads it).
+    fn keeps(&self, active: Activity) -> [bool; 2];
+
+    /// The plan.
+    ///
+    /// # Errors
+    /// Those of building it (a contraction's cotangent specs).
+    fn plan(&self) -> Result<Self::Plan>;
+
+    /// Adds the cotangents of the operands and of `α` for the output cotangent into the
+    /// step's cotangents, reading the saved point (`C̄` already checked against C).
+    ///
+    /// # Errors
+    /// Backend errors; shape/dtype errors of existing buffers.
+    fn operand_cotangents<B: Backend>(&self, plan: &Self::Plan, step: Step<'_, B>) -> Result<()>;
+}
+
+/// One backward step of a rule: the backend, the saved point, the output cotangent `C̄` and
+/// the cotangents being accumulated.
+pub struct Step<'s, B: Backend> {
+    be: &'s B,
+    at: &'s Saved<B>,
+    c_bar: &'s B::Tensor,
+    into: &'s mut Cotangents<B>,
+}
+
+/// The parts of a [`Step`]: the backend, the saved point, `C̄`, the cotangents.
+pub(crate) type Parts<'s, B> = (
+    &'s B,
+    &'s Saved<B>,
+    &'s <B as Backend>::Tensor,
+    &'s mut Cotangents<B>,
+);
+
+impl<'s, B: Backend> Step<'s, B> {
+    /// Its parts, to read and write.
+    pub(crate) fn parts(self) -> Parts<'s, B> {
+        (self.be, self.at, self.c_bar, self.into)
+    }
+}
+
+/// What a pullback read at the primal point.
+#[derive(Clone, Debug)]
+pub struct Saved<B: Backend> {
+    /// the operands in order, each kept only when a cotangent reads it
+    pub(crate) operands: SmallVec<[Option<B::Tensor>; 2]>,
+    /// the operands' shapes and dtypes
+    pub(crate) metas: SmallVec<[Meta; 2]>,
+    /// C before the update, kept only when β is active
+    pub(crate) c_old: Option<B::Tensor>,
+    pub(crate) c_meta: Meta,
+    pub(crate) active: Activity,
+}
+
+/// The pullback of one primitive call ([`AddPullback`](super::AddPullback),
+/// [`TracePullback`](super::TracePullback), [`ContractPullback`](super::ContractPullback)):
+/// owns (reference-counted handles of) what it reads and can be applied many times. The
+/// formulas are on each op ([`AddOp`](super::AddOp), [`TraceOp`](super::TraceOp),
+/// [`ContractOp`](super::ContractOp)).
+#[derive(Clone, Debug)]
+pub struct OpPullback<B: Backend, Op: Formulas> {
+    backend: B,
+    op: Op,
+    plan: Op::Plan,
+    at: Saved<B>,
+}
+
+impl<B: Backend, Op: Formulas> OpPullback<B, Op> {
+    /// The pullback of `op` at `(C, operands)` (shapes already checked).
+    pub(crate) fn at(
+        be: &B,
+        op: &Op,
+        c: &B::Tensor,
+        operands: &[&B::Tensor],
+        active: Activity,
+    ) -> Result<Self> {
+        let keeps = op.keeps(active);
+        Ok(OpPullback {
+            backend: be.clone(),
+            op: op.clone(),
+            plan: op.plan()?,
+            at: Saved {
+                operands: operands
+                    .iter()
+                    .zip(keeps)
+                    .map(|(t, keep)| keep.then(|| (*t).clone()))
+                    .collect(),
+                metas: operands.iter().map(|t| Meta::of(be, t)).collect(),
+                c_old: active.beta.then(|| c.clone()),
+                c_meta: Meta::of(be, c),
+                active,
+            },
+        })
+    }
+
+    /// Fresh cotangents of the active inputs for the output cotangent `c_bar`.
+    ///
+    /// # Errors
+    /// [`crate::Error::ShapeMismatch`] / [`crate::Error::DTypeMismatch`] naming `"c_bar"`
+    /// when `c_bar` does not match C; backend errors; [`crate::Error::NonFinite`] for a
+    /// cotangent that is not finite although `c_bar` and what the pullback read are
+    /// ([`crate::finite`]).
+    pub fn pullback(&self, c_bar: &B::Tensor) -> Result<Cotangents<B>> {
+        let mut g = Cotangents::default();
+        self.accumulate(c_bar, &mut g)?;
+        let mut read: SmallVec<[Option<&B::Tensor>; 4]> = SmallVec::new();
+        read.push(Some(c_bar));
+        read.extend(self.at.operands.iter().map(Option::as_ref));
+        read.push(self.at.c_old.as_ref());
+        g.checked(&self.backend, &read)
+    }
+
+    /// Adds the cotangents of the active inputs into `into`: a `None` slot receives a fresh
+    /// buffer; an existing buffer is updated with β = 1, in place where the backend and the
+    /// dtypes allow (engines that accumulate gradients).
+    ///
+    /// # Errors
+    /// As [`pullback`](Self::pullback), plus shape/dtype errors of existing buffers.
+    pub fn accumulate(&self, c_bar: &B::Tensor, into: &mut Cotangents<B>) -> Result<()> {
+        let (be, at) = (&self.backend, &self.at);
+        check_like(be, "c_bar", c_bar, &at.c_meta)?;
+        if at.active.c {
+            deposit_c(be, &mut into.c, c_bar, &at.c_meta, self.op.coefficients().1)?;
+        }
+        let step = Step {
+            be,
+            at,
+            c_bar,
+            into: &mut *into,
+        };
+        self.op.operand_cotangents(&self.plan, step)?;
+        if let (true, Some(c_old)) = (at.active.beta, &at.c_old) {
+            deposit_beta(be, &mut into.beta, c_old, c_bar, self.op.coefficients().1)?;
+        }
+        Ok(())
+    }
+}
+
+/// `(α, β)` of a call.
+pub type Ab = (DynScalar, DynScalar);
+
+/// The coefficients of an op (implemented for the three by `rules::coefficients!`).
+pub trait Coefficients {
+    /// `(α, β)`.
+    fn coefficients(&self) -> Ab;
+}
+
+/// A one-operand primitive `C ← β·C + α·K(op(A))` (add, trace): its shape check, kernel and
+/// the cotangents of A and α; it is then a [`Formulas`] (keeping A only for `ᾱ`),
+/// and its `rrule`, `pullback_at` and `frule` are the same code for both ([`rrule`],
+/// [`pullback_at`], [`frule`]).
+pub trait Unary: Coefficients + Clone + Debug {
+    /// Adds `Ā` and `ᾱ` (see [`Formulas::operand_cotangents`]).
+    ///
+    /// # Errors
+    /// Backend errors; shape/dtype errors of existing buffers.
+    fn cotangents<B: Backend>(&self, step: Step<'_, B>) -> Result<()>;
+
+    /// Checks the shapes of A and C.
+    ///
+    /// # Errors
+    /// Shape or rank mismatch.
+    fn check_shapes(&self, a: &[usize], c: &[usize]) -> Result<()>;
+
+    /// `C ← β·C + α·K(op(A))`, `(α, β) = ab`, with this op's index map and conjugation flag.
+    ///
+    /// # Errors
+    /// The backend's.
+    fn kernel<B: Backend>(&self, be: &B, c: &mut B::Tensor, a: &B::Tensor, ab: Ab) -> Result<()>;
+}
+
+impl<Op: Unary> Formulas for Op {
+    type Plan = ();
+
+    fn keeps(&self, active: Activity) -> [bool; 2] {
+        [active.alpha, false]
+    }
+
+    fn plan(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn operand_cotangents<B: Backend>(&self, _: &(), step: Step<'_, B>) -> Result<()> {
+        self.cotangents(step)
+    }
+}
+
+/// The pullback of a [`Unary`] op at `(C, A)` (`c` before the update).
+pub(crate) fn pullback_at<B: Backend, Op: Unary>(
+    op: &Op,
+    be: &B,
+    c: &B::Tensor,
+    a: &B::Tensor,
+    active: Activity,
+) -> Result<OpPullback<B, Op>> {
+    op.check_shapes(&be.dims(a), &be.dims(c))?;
+    OpPullback::at(be, op, c, &[a], active)
+}
+
+/// The primal of a [`Unary`] op, updating `c`, and its pullback; `c` unchanged on error.
+pub(crate) fn rrule<B: Backend, Op: Unary>(
+    op: &Op,
+    be: &B,
+    c: &mut B::Tensor,
+    a: &B::Tensor,
+    active: Activity,
+) -> Result<OpPullback<B, Op>> {
+    let pb = pullback_at(op, be, c, a, active)?;
+    op.kernel(be, c, a, op.coefficients())?;
+    Ok(pb)
+}
+
+/// The primal of a [`Unary`] op, updating `c`, and the tangent of the updated C:
+/// `Ċ' = β·Ċ + β̇·C_old + α·K(op(Ȧ)) + α̇·K(op(A))`, computed before the primal overwrites C.
+pub(crate) fn frule<B: Backend, Op: Unary>(
+    op: &Op,
+    be: &B,
+    c: &mut B::Tensor,
+    a: &B::Tensor,
+    t: Tangents<'_, B>,
+) -> Result<B::Tensor> {
+    op.check_shapes(&be.dims(a), &be.dims(c))?;
+    let (alpha, beta) = op.coefficients();
+    let (c_meta, a_meta) = (Meta::of(be, c), Meta::of(be, a));
+    let one = DynScalar::one(c_meta.dtype);
+    let mut dc = tangent_start(be, c, &c_meta, beta, t.c, t.beta)?;
+    if let Some(da) = t.a {
+        check_like(be, "tangent of a", da, &a_meta)?;
+        op.kernel(be, &mut dc, da, (alpha, one))?;
+    }
+    if let Some(dal) = t.alpha {
+        check_coeff_tangent("tangent of alpha", Some(dal), alpha)?;
+        op.kernel(be, &mut dc, a, (dal, one))?;
+    }
+    t.check_output(be, "c_dot", &dc, &[c, a])?;
+    op.kernel(be, c, a, (alpha, beta))?;
+    Ok(dc)
+}
