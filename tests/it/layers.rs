@@ -35,24 +35,22 @@ fn burn_and_candle_layers_start_from_the_same_parameters() {
             .with_input_features(3)
             .with_seed(11);
         let c = candle_nn::Deq::new(&core, vb.pp("deq")).unwrap();
-        let b = burn_nn::DeqConfig::new(5)
-            .with_input_features(Some(3))
-            .with_seed(11)
-            .with_dtype(Some(bd))
-            .init(&device)
-            .unwrap();
+        let burn_deq = |seed| {
+            burn_nn::DeqConfig::new(5)
+                .with_input_features(Some(3))
+                .with_seed(seed)
+                .with_dtype(Some(bd))
+                .init(&device)
+                .unwrap()
+        };
+        let b = burn_deq(11);
         assert_eq!(burn_bits(b.w.val()), candle_bits(c.w()), "{bd:?} W");
         let (bu, cu) = (b.u.as_ref().unwrap().val(), c.u().unwrap());
         assert_eq!(burn_bits(bu), candle_bits(cu), "{bd:?} U");
         let (bb, cb) = (b.b.as_ref().unwrap().val(), c.b().unwrap());
         assert_eq!(burn_bits(bb), candle_bits(cb), "{bd:?} b");
         // a different seed gives different parameters (the comparison can fail)
-        let other = burn_nn::DeqConfig::new(5)
-            .with_input_features(Some(3))
-            .with_seed(12)
-            .with_dtype(Some(bd))
-            .init(&device)
-            .unwrap();
+        let other = burn_deq(12);
         assert_ne!(burn_bits(other.w.val()), candle_bits(c.w()));
 
         let shapes = vec![vec![4, 3], vec![3, 2]];
