@@ -13,8 +13,9 @@
 //! crosses the other way are the coefficients α, β, `s` of `add` and `scale`, as arguments.
 //! The small least-squares problem of GMRES (the `(p+1)×p` Hessenberg matrix, its Givens
 //! rotations, the back substitution) is on the host, in the element type of the data
-//! (complex for complex data), with the helpers of the host GMRES; the scalars of CG are
-//! `f64`.
+//! (complex for complex data). GMRES itself is the workspace's one implementation
+//! (`gmres.rs`), the host solver's too, run here over the backend's tensors (this file's
+//! `KrylovSpace` implementation); the scalars of CG are `f64`.
 //!
 //! # Inner products per iteration
 //! - **GMRES**: `2j + 4` in Arnoldi step `j = 0, 1, …` of a cycle (`‖w‖`, two classical
@@ -35,15 +36,13 @@
 
 use std::marker::PhantomData;
 
-use faer::Mat;
-
 use super::ImplicitScalar;
-use super::krylov::{arnoldi_column, back_substitute};
+use super::gmres::{GmresLimits, KrylovSpace, gmres};
 use super::maps::Structure;
 use super::solver::{Method, SolveStats, SolverOptions};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::scalar::{Complex32, Complex64, DType, DynScalar, RealScalar};
+use crate::scalar::{Complex32, Complex64, DType, DynScalar};
 use crate::spec::{Conj, Permutation};
 
 /// The adjoint linear maps of conditions linearized at a solution, on a backend's tensors:
@@ -96,7 +95,7 @@ pub trait AdjointMaps<B: Backend> {
 /// - [`Method::Gmres`]: restarted GMRES(`p`) (Saad & Schultz, "GMRES: A generalized minimal
 ///   residual algorithm for solving nonsymmetric linear systems", SIAM J. Sci. Stat. Comput.
 ///   7(3), 1986), `p = min(restart, m)`, with classical Gram–Schmidt applied twice and complex
-///   Givens rotations, as the host GMRES. Each cycle ends on the true residual
+///   Givens rotations: the same implementation as the host GMRES. Each cycle ends on the true residual
 ///   `‖rhs − (A + λI)ᴴ·u‖`, from one more application of the map.
 /// - [`Method::Cg`]: conjugate gradients (Hestenes & Stiefel, "Methods of conjugate gradients
 ///   for solving linear systems", J. Res. Nat. Bur. Standards 49(6), 1952) on
@@ -248,7 +247,7 @@ fn solve_typed<B: Backend, T: ImplicitScalar>(
     };
     let cg = method == Method::Cg;
     let name = if cg { "cg" } else { "gmres" };
-    let b_norm = solver.norm(rhs)?;
+    let b_norm = solver.norm_of(rhs)?;
     if !b_norm.is_finite() {
         return Err(Error::invalid(
             "right-hand side",
@@ -299,7 +298,7 @@ impl<B: Backend, T: ImplicitScalar> DeviceKrylov<'_, B, T> {
     }
 
     /// `‖x‖₂` (one scalar from the device); NaN or infinite when `x` has a non-finite entry.
-    fn norm(&self, x: &B::Tensor) -> Result<f64> {
+    fn norm_of(&self, x: &B::Tensor) -> Result<f64> {
         let s = self.be.inner(x, x)?;
         Ok(if s.im().is_finite() {
             s.re().sqrt()
@@ -341,7 +340,7 @@ impl<B: Backend, T: ImplicitScalar> DeviceKrylov<'_, B, T> {
     }
 
     /// `(A + λI)ᴴ·v = Aᴴ·v + λ·v`, with the shape and dtype of the product checked.
-    fn apply(&self, v: &B::Tensor) -> Result<B::Tensor> {
+    fn apply_op(&self, v: &B::Tensor) -> Result<B::Tensor> {
         let mut w = self.maps.apply_a_adjoint(v)?;
         check_vector(self.be, &w, self.m, "Aᴴ·u")?;
         let dtype = self.be.dtype(&w);
@@ -359,10 +358,10 @@ impl<B: Backend, T: ImplicitScalar> DeviceKrylov<'_, B, T> {
     }
 
     /// `r = b − (A + λI)ᴴ·x` and `‖r‖₂` (one application, one scalar).
-    fn residual(&self, b: &B::Tensor, x: &B::Tensor) -> Result<(B::Tensor, f64)> {
-        let mut r = self.apply(x)?;
+    fn true_residual(&self, b: &B::Tensor, x: &B::Tensor) -> Result<(B::Tensor, f64)> {
+        let mut r = self.apply_op(x)?;
         self.update(&mut r, b, T::one(), -T::one())?;
-        let norm = self.norm(&r)?;
+        let norm = self.norm_of(&r)?;
         if !norm.is_finite() {
             return Err(non_finite_product("‖rhs − Aᴴ·u‖", norm));
         }
@@ -378,75 +377,16 @@ impl<B: Backend, T: ImplicitScalar> DeviceKrylov<'_, B, T> {
         }
     }
 
-    /// Restarted GMRES from `x = 0`, as the host GMRES (`krylov.rs`): returns the solution, the
-    /// iterations and the true relative residual. `b_norm = ‖b‖ > 0`.
+    /// Restarted GMRES from `x = 0` (the workspace's one GMRES,
+    /// [`gmres`](super::gmres::gmres), over this backend's tensors): returns the solution,
+    /// the iterations and the true relative residual. `b_norm = ‖b‖ > 0`.
     fn gmres(&self, b: &B::Tensor, b_norm: f64) -> Result<(B::Tensor, usize, f64)> {
-        let eps = super::eps::<T>();
-        let target = self.tolerance * b_norm;
-        let p = self.restart;
-        let mut basis: Vec<B::Tensor> = Vec::with_capacity(p + 1);
-        let mut h = Mat::<T>::zeros(p + 1, p);
-        let mut rotations: Vec<(T, T)> = Vec::with_capacity(p);
-        let mut g = vec![T::zero(); p + 1];
-        let mut coef = vec![T::zero(); p];
-        let mut d = vec![T::zero(); p];
-        let mut x = self.zeros()?;
-        let mut r = b.clone();
-        let mut beta = b_norm;
-        let mut iterations = 0;
-        loop {
-            if beta <= target {
-                return Ok((x, iterations, beta / b_norm));
-            }
-            if iterations >= self.max_iterations {
-                return Err(self.not_converged(false, iterations, beta / b_norm));
-            }
-            basis.clear();
-            basis.push(self.scaled(&r, T::from_f64(1.0 / beta))?);
-            g.fill(T::zero());
-            g[0] = T::from_f64(beta);
-            rotations.clear();
-            let mut used = 0;
-            for j in 0..p {
-                let mut w = self.apply(&basis[j])?;
-                iterations += 1;
-                let w_norm = self.norm(&w)?;
-                if !w_norm.is_finite() {
-                    return Err(non_finite_product("‖Aᴴ·v‖", w_norm));
-                }
-                let c = &mut coef[..=j];
-                c.fill(T::zero());
-                // Classical Gram–Schmidt, twice: all coefficients of a pass from the same w.
-                for _ in 0..2 {
-                    let d = &mut d[..=j];
-                    for (d, v) in d.iter_mut().zip(&basis) {
-                        *d = self.inner(v, &w)?;
-                    }
-                    for (&d, v) in d.iter().zip(&basis) {
-                        self.axpy(&mut w, v, -d)?;
-                    }
-                    c.iter_mut().zip(d.iter()).for_each(|(c, &d)| *c += d);
-                }
-                let h_next = self.norm(&w)?;
-                arnoldi_column(&mut h, &mut rotations, &mut g, c, h_next);
-                used = j + 1;
-                // The new vector lies in the span of the basis: the Krylov space is invariant.
-                if h_next <= eps * w_norm {
-                    break;
-                }
-                self.be.scale(&mut w, T::from_f64(1.0 / h_next).to_dyn())?;
-                basis.push(w);
-                if g[j + 1].modulus().to_f64() <= target || iterations >= self.max_iterations {
-                    break;
-                }
-            }
-            let y = &mut coef[..used];
-            back_substitute(&h, &g, y, iterations)?;
-            for (&y, v) in y.iter().zip(&basis) {
-                self.axpy(&mut x, v, y)?;
-            }
-            (r, beta) = self.residual(b, &x)?;
-        }
+        let limits = GmresLimits {
+            tolerance: self.tolerance,
+            max_iterations: self.max_iterations,
+            restart: self.restart,
+        };
+        gmres(self, limits, b, b_norm, self.zeros()?, b.clone(), b_norm)
     }
 
     /// Conjugate gradients (Hestenes–Stiefel) from `x = 0` on the Hermitian positive-definite
@@ -462,11 +402,11 @@ impl<B: Backend, T: ImplicitScalar> DeviceKrylov<'_, B, T> {
         let mut iterations = 0;
         while rr.sqrt() > target {
             if iterations >= self.max_iterations {
-                let residual = self.residual(b, &x)?.1 / b_norm;
+                let residual = self.true_residual(b, &x)?.1 / b_norm;
                 return Err(self.not_converged(true, self.max_iterations, residual));
             }
             // q = (A + λI)ᴴ·p, so S·p = sign·q.
-            let q = self.apply(&p)?;
+            let q = self.apply_op(&p)?;
             iterations += 1;
             let pq = self.be.inner(&p, &q)?;
             if !(pq.re().is_finite() && pq.im().is_finite()) {
@@ -485,7 +425,7 @@ impl<B: Backend, T: ImplicitScalar> DeviceKrylov<'_, B, T> {
             let alpha = rr / curvature;
             self.axpy(&mut x, &p, T::from_f64(alpha))?;
             self.axpy(&mut r, &q, T::from_f64(-sign * alpha))?;
-            let rr_next = self.norm(&r)?.powi(2);
+            let rr_next = self.norm_of(&r)?.powi(2);
             if !rr_next.is_finite() {
                 return Err(non_finite_product("‖r‖²", rr_next));
             }
@@ -493,8 +433,63 @@ impl<B: Backend, T: ImplicitScalar> DeviceKrylov<'_, B, T> {
             self.update(&mut p, &r, T::one(), T::from_f64(rr_next / rr))?;
             rr = rr_next;
         }
-        let residual = self.residual(b, &x)?.1 / b_norm;
+        let residual = self.true_residual(b, &x)?.1 / b_norm;
         Ok((x, iterations, residual))
+    }
+}
+
+/// A backend's rank-1 tensors as a [`KrylovSpace`]: the basis a list of tensors, every
+/// operation one [`Backend`] call (the counts of the [module documentation](self)).
+impl<B: Backend, T: ImplicitScalar> KrylovSpace<T> for DeviceKrylov<'_, B, T> {
+    type Vector = B::Tensor;
+    type Basis = Vec<B::Tensor>;
+
+    fn basis(&self, capacity: usize) -> Vec<B::Tensor> {
+        Vec::with_capacity(capacity)
+    }
+    fn clear(&self, basis: &mut Vec<B::Tensor>) {
+        basis.clear();
+    }
+    fn push_scaled(&self, basis: &mut Vec<B::Tensor>, v: &B::Tensor, alpha: T) -> Result<()> {
+        basis.push(self.scaled(v, alpha)?);
+        Ok(())
+    }
+    fn push_normalized(
+        &self,
+        basis: &mut Vec<B::Tensor>,
+        mut w: B::Tensor,
+        alpha: T,
+    ) -> Result<()> {
+        self.be.scale(&mut w, alpha.to_dyn())?;
+        basis.push(w);
+        Ok(())
+    }
+    fn apply(&self, basis: &Vec<B::Tensor>, j: usize) -> Result<B::Tensor> {
+        self.apply_op(&basis[j])
+    }
+    fn norm(&self, x: &B::Tensor) -> Result<f64> {
+        self.norm_of(x)
+    }
+    fn project(&self, basis: &Vec<B::Tensor>, w: &mut B::Tensor, d: &mut [T]) -> Result<()> {
+        for (d, v) in d.iter_mut().zip(basis) {
+            *d = self.inner(v, w)?;
+        }
+        for (&d, v) in d.iter().zip(basis) {
+            self.axpy(w, v, -d)?;
+        }
+        Ok(())
+    }
+    fn combine(&self, x: &mut B::Tensor, basis: &Vec<B::Tensor>, y: &[T]) -> Result<()> {
+        for (&y, v) in y.iter().zip(basis) {
+            self.axpy(x, v, y)?;
+        }
+        Ok(())
+    }
+    fn residual(&self, b: &B::Tensor, x: &B::Tensor) -> Result<(B::Tensor, f64)> {
+        self.true_residual(b, x)
+    }
+    fn non_finite(&self, what: &str, value: f64) -> Error {
+        non_finite_product(what, value)
     }
 }
 

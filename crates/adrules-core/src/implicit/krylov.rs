@@ -1,4 +1,5 @@
-//! Matrix-free solvers: restarted GMRES (ours: faer has none) and conjugate gradients
+//! Matrix-free solvers on the host: restarted GMRES (the workspace's one GMRES,
+//! `gmres.rs`, over this file's `HostSpace`; faer has none) and conjugate gradients
 //! (faer's). Both solve one right-hand side at a time, so that the tolerance is a relative
 //! residual per right-hand side.
 
@@ -14,10 +15,11 @@ use faer::traits::math_utils::from_f64;
 use faer::{Accum, MatMut, MatRef, Par};
 
 use super::ImplicitScalar;
+use super::gmres::{GmresLimits, KrylovSpace, gmres};
 use super::maps::{LinearMaps, block, block_mut};
 use super::solver::{Factorization, SolveStats, System, norm, relative_residuals};
 use crate::error::{Error, Result};
-use crate::scalar::{RealScalar, Scalar};
+use crate::scalar::Scalar;
 
 /// A matrix-free solver bound to the maps of one linearization.
 pub(crate) struct Krylov<T: ImplicitScalar> {
@@ -75,17 +77,11 @@ impl<T: ImplicitScalar> Krylov<T> {
         }
     }
 
-    /// Restarted GMRES on one right-hand side; returns the iterations used and the true
-    /// relative residual reached. `x` holds the initial guess when `warm`, else zeros.
-    ///
-    /// Each cycle builds an orthonormal Krylov basis `V` (classical Gram–Schmidt applied twice,
-    /// which keeps it orthogonal to working precision), reduces the Hessenberg matrix to
-    /// triangular form with complex Givens rotations as it grows, and stops when the
-    /// least-squares residual `|g_{j+1}|` reaches the tolerance, the basis is full, or the
-    /// Krylov space is invariant (breakdown). Convergence is then checked on the true
-    /// residual. A zero diagonal entry of the triangular factor shows a singular `A`.
+    /// Restarted GMRES on one right-hand side (the workspace's one GMRES,
+    /// [`gmres`](super::gmres::gmres), over the host space [`HostSpace`]); returns the
+    /// iterations used and the true relative residual reached. `x` holds the initial guess
+    /// when `warm`, else zeros.
     fn gmres(&self, system: System, b: &[T], x: &mut [T], warm: bool) -> Result<(usize, f64)> {
-        let m = b.len();
         let b_norm = norm(b);
         if !b_norm.is_finite() {
             return Err(Error::invalid(
@@ -97,95 +93,26 @@ impl<T: ImplicitScalar> Krylov<T> {
             x.fill(T::zero());
             return Ok((0, 0.0));
         }
-        let eps = super::eps::<T>();
-        let target = self.tolerance * b_norm;
-        let p = self.restart;
-        let mut basis = vec![T::zero(); m * (p + 1)];
-        let mut h = faer::Mat::<T>::zeros(p + 1, p);
-        let mut rotations: Vec<(T, T)> = Vec::with_capacity(p);
-        let mut g = vec![T::zero(); p + 1];
-        let mut coef = vec![T::zero(); p];
-        let mut w = vec![T::zero(); m];
-        let mut r = vec![T::zero(); m];
-        let mut iterations = 0;
-        if warm {
-            self.residual(system, b, x, &mut r)?;
+        let space = HostSpace {
+            krylov: self,
+            system,
+            m: b.len(),
+        };
+        let b = b.to_vec();
+        let (r, beta) = if warm {
+            space.residual(&b, &x.to_vec())?
         } else {
-            r.copy_from_slice(b);
-        }
-        let mut beta = norm(&r);
-        loop {
-            if beta <= target {
-                return Ok((iterations, beta / b_norm));
-            }
-            if iterations >= self.max_iterations {
-                return Err(self.not_converged(iterations, beta / b_norm));
-            }
-            let inv = T::from_f64(1.0 / beta);
-            basis[..m]
-                .iter_mut()
-                .zip(&r)
-                .for_each(|(v, &r)| *v = r * inv);
-            g.fill(T::zero());
-            g[0] = T::from_f64(beta);
-            rotations.clear();
-            let mut used = 0;
-            for j in 0..p {
-                self.apply(system, &basis[j * m..(j + 1) * m], &mut w, 1)?;
-                iterations += 1;
-                let w_norm = norm(&w);
-                let v = block(&basis[..(j + 1) * m], m, j + 1);
-                let c = &mut coef[..=j];
-                c.fill(T::zero());
-                for _ in 0..2 {
-                    let mut d = vec![T::zero(); j + 1];
-                    faer::linalg::matmul::matmul(
-                        block_mut(&mut d, j + 1, 1),
-                        Accum::Replace,
-                        v.adjoint(),
-                        block(&w, m, 1),
-                        T::one(),
-                        Par::Seq,
-                    );
-                    faer::linalg::matmul::matmul(
-                        block_mut(&mut w, m, 1),
-                        Accum::Add,
-                        v,
-                        block(&d, j + 1, 1),
-                        -T::one(),
-                        Par::Seq,
-                    );
-                    c.iter_mut().zip(&d).for_each(|(c, &d)| *c += d);
-                }
-                let h_next = norm(&w);
-                arnoldi_column(&mut h, &mut rotations, &mut g, c, h_next);
-                used = j + 1;
-                // The new vector lies in the span of the basis: the Krylov space is invariant.
-                if h_next <= eps * w_norm {
-                    break;
-                }
-                let inv = T::from_f64(1.0 / h_next);
-                basis[(j + 1) * m..(j + 2) * m]
-                    .iter_mut()
-                    .zip(&w)
-                    .for_each(|(v, &w)| *v = w * inv);
-                if g[j + 1].modulus().to_f64() <= target || iterations >= self.max_iterations {
-                    break;
-                }
-            }
-            let y = &mut coef[..used];
-            back_substitute(&h, &g, y, iterations)?;
-            faer::linalg::matmul::matmul(
-                block_mut(x, m, 1),
-                Accum::Add,
-                block(&basis[..used * m], m, used),
-                block(y, used, 1),
-                T::one(),
-                Par::Seq,
-            );
-            self.residual(system, b, x, &mut r)?;
-            beta = norm(&r);
-        }
+            (b.clone(), b_norm)
+        };
+        let limits = GmresLimits {
+            tolerance: self.tolerance,
+            max_iterations: self.max_iterations,
+            restart: self.restart,
+        };
+        let (solution, iterations, residual) =
+            gmres(&space, limits, &b, b_norm, x.to_vec(), r, beta)?;
+        x.copy_from_slice(&solution);
+        Ok((iterations, residual))
     }
 
     /// Conjugate gradients (faer) on `A` or `−A`, for one right-hand side.
@@ -240,91 +167,107 @@ impl<T: ImplicitScalar> Krylov<T> {
     }
 }
 
-/// Adds column `j = coef.len() − 1` of the Arnoldi process to the GMRES least-squares
-/// problem: stores the Gram–Schmidt coefficients `coef` (`h_{0..=j, j}`) in column `j` of the
-/// Hessenberg matrix `h` (`(p+1)×p`), applies the previous Givens `rotations` to it, appends
-/// the rotation that zeroes `h_{j+1, j} = h_next` and applies it to `g`, so that
-/// `H[..=j, ..=j]` is upper triangular and `|g[j+1]|` is the least-squares residual.
-pub(crate) fn arnoldi_column<T: ImplicitScalar>(
-    h: &mut faer::Mat<T>,
-    rotations: &mut Vec<(T, T)>,
-    g: &mut [T],
-    coef: &[T],
-    h_next: f64,
-) {
-    let j = coef.len() - 1;
-    for (i, &c) in coef.iter().enumerate() {
-        h[(i, j)] = c;
-    }
-    for (i, &(cs, sn)) in rotations.iter().enumerate() {
-        let (a, b) = (h[(i, j)], h[(i + 1, j)]);
-        h[(i, j)] = cs * a + sn * b;
-        h[(i + 1, j)] = cs * b - Scalar::conj(sn) * a;
-    }
-    let (cs, sn, rho) = givens(h[(j, j)], T::from_f64(h_next));
-    h[(j, j)] = rho;
-    rotations.push((cs, sn));
-    g[j + 1] = -Scalar::conj(sn) * g[j];
-    g[j] = cs * g[j];
+/// The host's vectors as a [`KrylovSpace`]: slices of length `m`, the basis one contiguous
+/// column-major `m×(p+1)` block, so that a Gram–Schmidt pass is two GEMVs (faer).
+struct HostSpace<'a, T: ImplicitScalar> {
+    krylov: &'a Krylov<T>,
+    system: System,
+    m: usize,
 }
 
-/// Back substitution `R·y = g[..used]` with the triangular factor `R = H[..used, ..used]`
-/// (`used = y.len()`) of a GMRES cycle that ran `iterations` iterations in all.
-///
-/// # Errors
-/// [`Error::Singular`] (arg `"GMRES"`) when a diagonal entry of `R` vanishes relative to
-/// `R`'s largest entry: the Krylov space is invariant under `A` but the residual cannot be
-/// reduced.
-pub(crate) fn back_substitute<T: ImplicitScalar>(
-    h: &faer::Mat<T>,
-    g: &[T],
-    y: &mut [T],
-    iterations: usize,
-) -> Result<()> {
-    let used = y.len();
-    let eps = super::eps::<T>();
-    let scale = (0..used)
-        .flat_map(|j| (0..=j).map(move |i| (i, j)))
-        .map(|(i, j)| h[(i, j)].modulus().to_f64())
-        .fold(0.0, f64::max);
-    for i in (0..used).rev() {
-        let diag = h[(i, i)];
-        if diag.modulus().to_f64() <= used as f64 * eps * scale {
-            return Err(Error::Singular {
-                arg: "GMRES".into(),
-                reason: format!(
-                    "breakdown after {iterations} iterations: the Krylov space is \
-                     invariant under A but the residual cannot be reduced (diagonal \
-                     {i} of the triangular factor vanishes)"
-                ),
-            });
-        }
-        let mut s = g[i];
-        for l in i + 1..used {
-            s -= h[(i, l)] * y[l];
-        }
-        y[i] = s / diag;
-    }
-    Ok(())
+/// The host basis: `len` columns of length `m` at the start of `data`.
+struct HostBasis<T> {
+    data: Vec<T>,
+    len: usize,
 }
 
-/// Givens rotation `(c, s, ρ)` with real `c ≥ 0` such that
-/// `[c, s; −conj(s), c]·[a; b] = [ρ; 0]`, for complex `a` and real `b ≥ 0`.
-fn givens<T: ImplicitScalar>(a: T, b: T) -> (T, T, T) {
-    let (abs_a, abs_b) = (a.modulus().to_f64(), b.modulus().to_f64());
-    if abs_b == 0.0 {
-        return (T::one(), T::zero(), a);
+impl<T: ImplicitScalar> HostSpace<'_, T> {
+    fn push(&self, basis: &mut HostBasis<T>, v: &[T], alpha: T) {
+        let m = self.m;
+        basis.data[basis.len * m..(basis.len + 1) * m]
+            .iter_mut()
+            .zip(v)
+            .for_each(|(d, &v)| *d = v * alpha);
+        basis.len += 1;
     }
-    if abs_a == 0.0 {
-        return (T::zero(), T::one(), b);
+}
+
+impl<T: ImplicitScalar> KrylovSpace<T> for HostSpace<'_, T> {
+    type Vector = Vec<T>;
+    type Basis = HostBasis<T>;
+
+    fn basis(&self, capacity: usize) -> HostBasis<T> {
+        HostBasis {
+            data: vec![T::zero(); self.m * capacity],
+            len: 0,
+        }
     }
-    let rho = abs_a.hypot(abs_b);
-    let phase = a * T::from_f64(1.0 / abs_a);
-    (
-        T::from_f64(abs_a / rho),
-        phase * Scalar::conj(b) * T::from_f64(1.0 / rho),
-        phase * T::from_f64(rho),
-    )
+    fn clear(&self, basis: &mut HostBasis<T>) {
+        basis.len = 0;
+    }
+    fn push_scaled(&self, basis: &mut HostBasis<T>, v: &Vec<T>, alpha: T) -> Result<()> {
+        self.push(basis, v, alpha);
+        Ok(())
+    }
+    fn push_normalized(&self, basis: &mut HostBasis<T>, w: Vec<T>, alpha: T) -> Result<()> {
+        self.push(basis, &w, alpha);
+        Ok(())
+    }
+    fn apply(&self, basis: &HostBasis<T>, j: usize) -> Result<Vec<T>> {
+        let m = self.m;
+        let mut w = vec![T::zero(); m];
+        self.krylov
+            .apply(self.system, &basis.data[j * m..(j + 1) * m], &mut w, 1)?;
+        Ok(w)
+    }
+    fn norm(&self, x: &Vec<T>) -> Result<f64> {
+        Ok(norm(x))
+    }
+    fn project(&self, basis: &HostBasis<T>, w: &mut Vec<T>, d: &mut [T]) -> Result<()> {
+        let (m, len) = (self.m, basis.len);
+        let v = block(&basis.data[..len * m], m, len);
+        faer::linalg::matmul::matmul(
+            block_mut(d, len, 1),
+            Accum::Replace,
+            v.adjoint(),
+            block(w, m, 1),
+            T::one(),
+            Par::Seq,
+        );
+        faer::linalg::matmul::matmul(
+            block_mut(w, m, 1),
+            Accum::Add,
+            v,
+            block(d, len, 1),
+            -T::one(),
+            Par::Seq,
+        );
+        Ok(())
+    }
+    fn combine(&self, x: &mut Vec<T>, basis: &HostBasis<T>, y: &[T]) -> Result<()> {
+        let (m, used) = (self.m, y.len());
+        faer::linalg::matmul::matmul(
+            block_mut(x, m, 1),
+            Accum::Add,
+            block(&basis.data[..used * m], m, used),
+            block(y, used, 1),
+            T::one(),
+            Par::Seq,
+        );
+        Ok(())
+    }
+    fn residual(&self, b: &Vec<T>, x: &Vec<T>) -> Result<(Vec<T>, f64)> {
+        let mut r = vec![T::zero(); self.m];
+        self.krylov.residual(self.system, b, x, &mut r)?;
+        let beta = norm(&r);
+        Ok((r, beta))
+    }
+    fn non_finite(&self, what: &str, value: f64) -> Error {
+        Error::invalid(
+            "A = ∂c/∂y",
+            format!("the linear map returned a non-finite entry ({what} = {value})"),
+        )
+    }
 }
 
 impl<T: ImplicitScalar> Factorization<T> for Krylov<T> {

@@ -128,6 +128,7 @@ mod dense;
 pub mod device;
 mod forms;
 mod function;
+mod gmres;
 mod krylov;
 mod maps;
 mod network;
