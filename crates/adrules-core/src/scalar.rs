@@ -17,6 +17,7 @@ use std::ops::{Add, Mul, Neg, Sub};
 pub use num_complex::{Complex32, Complex64};
 
 use crate::error::{Error, Result};
+use crate::host::HostElement;
 
 /// Runtime element-type tag of a tensor or a [`DynScalar`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -267,6 +268,28 @@ macro_rules! impl_complex {
 }
 impl_complex!(f32, C32);
 impl_complex!(f64, C64);
+
+/// Machine epsilon of `T`'s precision, as `f64`.
+pub(crate) fn eps<T: ImplicitScalar>() -> f64 {
+    <<T as Scalar>::Real as RealScalar>::EPS.to_f64()
+}
+
+/// The element types of implicit functions: `f32`, `f64`, `Complex32`, `Complex64` — the
+/// crate's [`Scalar`]s that faer's linear algebra also supports (implemented for every type
+/// that is both; not meant to be implemented by hand).
+pub trait ImplicitScalar:
+    Scalar<Real: faer::traits::RealField>
+    + HostElement
+    + faer::traits::ComplexField<Real = <Self as Scalar>::Real>
+{
+}
+
+impl<T> ImplicitScalar for T where
+    T: Scalar<Real: faer::traits::RealField>
+        + HostElement
+        + faer::traits::ComplexField<Real = <T as Scalar>::Real>
+{
+}
 
 /// Lossless conversion of an element type `Self` into `T` (see [`DType::promotes_to`]).
 ///

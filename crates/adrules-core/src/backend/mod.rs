@@ -39,7 +39,7 @@ pub mod transfers;
 
 use std::fmt::Debug;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::host::HostTensor;
 use crate::linalg::{self, QrMode, SvdMode};
 use crate::scalar::{DType, DynScalar};
@@ -232,7 +232,7 @@ pub trait Backend: Clone + Debug {
     /// # Errors
     /// As [`linalg::svd`].
     fn svd(&self, a: &Self::Tensor, mode: SvdMode) -> Result<[Self::Tensor; 3]> {
-        linalg::via_host(self, a, |h| linalg::host_svd(h, mode))
+        via_host(self, a, |h| linalg::host_svd(h, mode))
     }
 
     /// QR decomposition `[Q, R]` of `a: [batch…, m, n]` (shapes in [`QrMode`]), the diagonal
@@ -242,7 +242,7 @@ pub trait Backend: Clone + Debug {
     /// # Errors
     /// As [`linalg::qr`].
     fn qr(&self, a: &Self::Tensor, mode: QrMode) -> Result<[Self::Tensor; 2]> {
-        linalg::via_host(self, a, |h| linalg::host_qr(h, mode))
+        via_host(self, a, |h| linalg::host_qr(h, mode))
     }
 
     /// Hermitian eigendecomposition `[λ, V]` of `a: [batch…, n, n]`, eigenvalues real and
@@ -252,6 +252,21 @@ pub trait Backend: Clone + Debug {
     /// # Errors
     /// As [`linalg::eigh`].
     fn eigh(&self, a: &Self::Tensor) -> Result<[Self::Tensor; 2]> {
-        linalg::via_host(self, a, linalg::host_eigh)
+        via_host(self, a, linalg::host_eigh)
     }
+}
+
+/// The `Backend` trait's default decompositions, on the host.
+fn via_host<B: Backend, const N: usize>(
+    be: &B,
+    a: &B::Tensor,
+    f: impl FnOnce(&HostTensor) -> Result<[HostTensor; N]>,
+) -> Result<[B::Tensor; N]> {
+    let outs = f(&be.to_host(a)?)?;
+    let mut res = Vec::with_capacity(N);
+    for h in outs {
+        res.push(be.from_host(h)?);
+    }
+    res.try_into()
+        .map_err(|_| Error::invalid("decomposition", "wrong number of factors"))
 }

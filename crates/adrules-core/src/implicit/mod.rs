@@ -148,27 +148,5 @@ pub use solver::{
 };
 pub use vjp::{ConditionsVjp, VjpMaps};
 
-use crate::host::HostElement;
-use crate::scalar::{RealScalar, Scalar};
-
-/// Machine epsilon of `T`'s precision, as `f64`.
-pub(crate) fn eps<T: ImplicitScalar>() -> f64 {
-    <<T as Scalar>::Real as RealScalar>::EPS.to_f64()
-}
-
-/// The element types of implicit functions: `f32`, `f64`, `Complex32`, `Complex64` — the
-/// crate's [`Scalar`]s that faer's linear algebra also supports (implemented for every type
-/// that is both; not meant to be implemented by hand).
-pub trait ImplicitScalar:
-    Scalar<Real: faer::traits::RealField>
-    + HostElement
-    + faer::traits::ComplexField<Real = <Self as Scalar>::Real>
-{
-}
-
-impl<T> ImplicitScalar for T where
-    T: Scalar<Real: faer::traits::RealField>
-        + HostElement
-        + faer::traits::ComplexField<Real = <T as Scalar>::Real>
-{
-}
+pub use crate::scalar::ImplicitScalar;
+pub(crate) use crate::scalar::eps;

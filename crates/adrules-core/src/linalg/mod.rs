@@ -68,24 +68,25 @@
 
 mod attach;
 pub(crate) mod batch;
+mod common;
 mod eigh;
+mod host;
 mod qr;
 mod svd;
 
 pub use attach::{FactorsPullback, Packing};
-pub use eigh::{Eigh, EighPullback, eigh, eigh_frule, eigh_rrule, host_eigh};
-pub use qr::{Qr, QrMode, QrPullback, host_qr, qr, qr_frule, qr_rrule};
+pub use eigh::{Eigh, EighPullback, eigh, eigh_frule, eigh_rrule};
+pub use host::{QrMode, SvdMode, host_eigh, host_qr, host_svd};
+pub use qr::{Qr, QrPullback, qr, qr_frule, qr_rrule};
 pub use svd::{
-    Svd, SvdCotangents, SvdMode, SvdPullback, TruncatedSvd, Truncation, host_svd, svd, svd_frule,
-    svd_rrule, svd_truncated, svd_truncated_frule, svd_truncated_rrule,
+    Svd, SvdCotangents, SvdPullback, TruncatedSvd, Truncation, svd, svd_frule, svd_rrule,
+    svd_truncated, svd_truncated_frule, svd_truncated_rrule,
 };
-
-use faer::{Mat, MatRef};
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::implicit::ImplicitScalar;
-use batch::{eps, max_abs, mm, mm_add};
+use crate::host::HostTensor;
+use crate::scalar::{DType, ImplicitScalar, eps};
 
 /// Options of the decomposition rules.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -151,82 +152,36 @@ impl RuleOptions {
     }
 }
 
-pub(crate) fn gauge_error(arg: &str, reason: String) -> Error {
-    Error::GaugeIllDefined {
-        arg: arg.into(),
-        reason,
+/// Brings a cotangent or tangent to the host, checked against the shape it must have, for
+/// finite entries ([`Error::InvalidArgument`]) and converted to `dtype` (it must promote to
+/// it losslessly: an `f32` cotangent serves an `f64` factor, not the reverse).
+pub(crate) fn host_arg<B: Backend>(
+    be: &B,
+    t: &B::Tensor,
+    dims: &[usize],
+    dtype: DType,
+    arg: &str,
+) -> Result<HostTensor> {
+    let got = be.dims(t);
+    if got.as_slice() != dims {
+        return Err(Error::shape(arg, dims, &got));
     }
-}
-
-/// Folds the cotangent `Q̄⊥` of complement columns `Q⊥` into the cotangent of the leading
-/// columns `Q`: `Q̄ − Q⊥·Q̄⊥ᴴ·Q`, valid when the loss depends on `Q⊥` only through
-/// `Q⊥·Q⊥ᴴ = I − Q·Qᴴ`, i.e. when `Q⊥ᴴ·Q̄⊥` is Hermitian (else [`Error::GaugeIllDefined`]).
-/// The adjoint of the complement tangent `Q̇⊥ = −Q·Q̇ᴴ·Q⊥`.
-pub(crate) fn fold_complement<T: ImplicitScalar>(
-    q: MatRef<'_, T>,
-    perp: MatRef<'_, T>,
-    mut bar: Mat<T>,
-    bar_perp: MatRef<'_, T>,
-    op: &str,
-    what: &str,
-) -> Result<Mat<T>> {
-    if perp.ncols() == 0 {
-        return Ok(bar);
-    }
-    let g = mm(perp.adjoint(), bar_perp);
-    let skew = max_abs((&g - g.adjoint()).as_ref());
-    let tol = eps::<T>().sqrt() * max_abs(bar_perp);
-    if skew > tol {
-        return Err(gauge_error(
-            op,
-            format!(
-                "the cotangent of the complement columns of {what} depends on their basis \
-                 (max|G − Gᴴ| = {skew:e} for G = {what}⊥ᴴ·{what}̄⊥); only the leading columns \
-                 and the projector {what}⊥·{what}⊥ᴴ are functions of A"
-            ),
+    let h = be.to_host(t)?;
+    if let Some(p) = crate::finite::host_first_non_finite(&h) {
+        return Err(Error::invalid(
+            arg,
+            format!("entry {p} (row-major) is not finite"),
         ));
     }
-    let t = mm(bar_perp.adjoint(), q);
-    mm_add(&mut bar, -T::one(), perp, t.as_ref());
-    Ok(bar)
-}
-
-/// The tangent of [`fold_complement`]'s `Q̄ − Q⊥·Q̄⊥ᴴ·Q` when `Q`, `Q⊥`, `Q̄⊥` and `Q̄` move
-/// along `q_dot`, `perp_dot`, `bar_perp_dot` and `bar_dot`:
-/// `Q̄̇ − Q̇⊥·Q̄⊥ᴴ·Q − Q⊥·Q̄̇⊥ᴴ·Q − Q⊥·Q̄⊥ᴴ·Q̇` (the check is [`fold_complement`]'s).
-pub(crate) fn fold_complement_tangent<T: ImplicitScalar>(
-    q: MatRef<'_, T>,
-    q_dot: MatRef<'_, T>,
-    perp: MatRef<'_, T>,
-    perp_dot: MatRef<'_, T>,
-    bar_perp: MatRef<'_, T>,
-    bar_perp_dot: MatRef<'_, T>,
-    mut bar_dot: Mat<T>,
-) -> Mat<T> {
-    if perp.ncols() == 0 {
-        return bar_dot;
+    if h.dtype() == dtype {
+        Ok(h)
+    } else if h.dtype().promotes_to(dtype) {
+        Ok(h.to_dtype_projected(dtype))
+    } else {
+        Err(Error::DTypeMismatch {
+            arg: arg.into(),
+            expected: dtype.to_string(),
+            actual: h.dtype(),
+        })
     }
-    let one = T::one();
-    let t = mm(bar_perp.adjoint(), q);
-    mm_add(&mut bar_dot, -one, perp_dot, t.as_ref());
-    let t = mm(bar_perp_dot.adjoint(), q);
-    mm_add(&mut bar_dot, -one, perp, t.as_ref());
-    let t = mm(bar_perp.adjoint(), q_dot);
-    mm_add(&mut bar_dot, -one, perp, t.as_ref());
-    bar_dot
-}
-
-/// The `Backend` trait's default decompositions, on the host.
-pub(crate) fn via_host<B: Backend, const N: usize>(
-    be: &B,
-    a: &B::Tensor,
-    f: impl FnOnce(&crate::host::HostTensor) -> Result<[crate::host::HostTensor; N]>,
-) -> Result<[B::Tensor; N]> {
-    let outs = f(&be.to_host(a)?)?;
-    let mut res = Vec::with_capacity(N);
-    for h in outs {
-        res.push(be.from_host(h)?);
-    }
-    res.try_into()
-        .map_err(|_| Error::invalid("decomposition", "wrong number of factors"))
 }

@@ -4,37 +4,23 @@ use std::sync::Arc;
 
 use faer::{Mat, MatRef};
 
-use super::batch::{
-    by_dtype, cj, cols, cplx, eps, hcat, host_arg, im, join, join_real, matrix_dims, max_abs, mm,
-    mm_add, pow2_scale, re, real, split, split_real, unscale, unscaled,
+use super::batch::{by_dtype, join, join_real, matrix_dims, split, split_real};
+use super::common::{
+    cj, cols, complement_tangent, cplx, fold_complement, fold_complement_tangent, gauge_error,
+    hcat, im, inv_gap, inv_gap_slope, max_abs, mm, mm_add, pow2_scale, re, real, unscale, unscaled,
 };
-use super::{RuleOptions, fold_complement, gauge_error};
+use super::host::SvdMode;
+use super::{RuleOptions, host_arg};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::host::HostTensor;
-use crate::implicit::ImplicitScalar;
-use crate::scalar::DType;
+use crate::scalar::{DType, ImplicitScalar, eps};
 
 mod rules;
 mod second;
 
-pub(crate) use rules::{complement_tangent, inv_gap, inv_gap_slope};
 use rules::{svd_pullback, svd_pushforward};
 use second::pullback_tangent_t;
-
-/// Which singular vectors [`svd`] returns, for `A` of shape `[batch…, m, n]` and
-/// `k = min(m, n)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum SvdMode {
-    /// `U: [batch…, m, k]`, `S: [batch…, k]`, `Vh: [batch…, k, n]`.
-    #[default]
-    Thin,
-    /// `U: [batch…, m, m]`, `S: [batch…, k]`, `Vh: [batch…, n, n]`: the thin factors
-    /// completed to unitary matrices. The complement columns are not functions of `A` (any
-    /// orthonormal basis of the complement will do), so the rules accept a cotangent on them
-    /// only when it does not depend on that basis (see [`SvdPullback::pullback`]).
-    Full,
-}
 
 /// The factors `A = U·diag(S)·Vh` (`S` real, non-negative, non-increasing), or their
 /// tangents when returned by a pushforward.
@@ -176,60 +162,6 @@ pub struct SvdPullback<B: Backend> {
 pub fn svd<B: Backend>(be: &B, a: &B::Tensor, mode: SvdMode) -> Result<Svd<B>> {
     let [u, s, vh] = be.svd(a, mode)?;
     Ok(Svd { u, s, vh })
-}
-
-/// The SVD on host data, by faer, one matrix of the batch at a time: the default of
-/// [`Backend::svd`].
-///
-/// # Errors
-/// As [`svd`].
-pub fn host_svd(a: &HostTensor, mode: SvdMode) -> Result<[HostTensor; 3]> {
-    by_dtype!(a.dtype(), host_svd_t(a, mode))
-}
-
-fn host_svd_t<T: ImplicitScalar>(a: &HostTensor, mode: SvdMode) -> Result<[HostTensor; 3]> {
-    let (batch, m, n) = matrix_dims(a.dims(), "a")?;
-    let k = m.min(n);
-    let mats = split::<T>(a, "a", true)?;
-    let full = mode == SvdMode::Full;
-    let (mut us, mut ss, mut vhs) = (Vec::new(), Vec::new(), Vec::new());
-    for x in &mats {
-        let (u, s, v) = svd_matrix(x.as_ref(), full)?;
-        us.push(u);
-        ss.push(s);
-        vhs.push(v.adjoint().to_owned());
-    }
-    let (ku, kv) = if full { (m, n) } else { (k, k) };
-    Ok([
-        join("u", &batch, m, ku, &us)?,
-        join_real("s", &batch, k, &ss, T::DTYPE.real())?,
-        join("vh", &batch, kv, n, &vhs)?,
-    ])
-}
-
-/// One matrix: `(U, s, V)` with `U: m×k` or `m×m`, `V: n×k` or `n×n`.
-fn svd_matrix<T: ImplicitScalar>(
-    a: MatRef<'_, T>,
-    full: bool,
-) -> Result<(Mat<T>, Vec<f64>, Mat<T>)> {
-    let (m, n) = a.shape();
-    if m.min(n) == 0 {
-        let (ku, kv) = if full { (m, n) } else { (0, 0) };
-        return Ok((Mat::identity(m, ku), Vec::new(), Mat::identity(n, kv)));
-    }
-    let c = pow2_scale(max_abs(a));
-    let a = unscaled(a, c);
-    let dec = if full {
-        faer::linalg::solvers::Svd::new(a.as_ref())
-    } else {
-        faer::linalg::solvers::Svd::new_thin(a.as_ref())
-    }
-    .map_err(|e| Error::Backend {
-        backend: "faer".into(),
-        message: format!("svd of a {m}×{n} matrix: {e:?}"),
-    })?;
-    let s = dec.S().column_vector().iter().map(|&x| re(x) * c).collect();
-    Ok((dec.U().to_owned(), s, dec.V().to_owned()))
 }
 
 /// The SVD and its pullback.

@@ -48,30 +48,6 @@ pub(super) fn inv_s(s: f64, s0: f64, rtol: f64, broadening: f64) -> Option<f64> 
     }
 }
 
-/// `1/Δ` for a gap `Δ` of the spectrum, `Δ/(Δ² + ε)` with broadening, `None` for a
-/// degenerate pair (`|Δ| ≤ tol`) without broadening.
-pub(crate) fn inv_gap(delta: f64, tol: f64, broadening: f64) -> Option<f64> {
-    if broadening > 0.0 {
-        Some(delta / (delta * delta + broadening))
-    } else if delta.abs() <= tol {
-        None
-    } else {
-        Some(1.0 / delta)
-    }
-}
-
-/// The derivative of [`inv_gap`] at `delta` (0 where it is `None`).
-pub(crate) fn inv_gap_slope(delta: f64, tol: f64, broadening: f64) -> f64 {
-    if broadening > 0.0 {
-        let d2 = delta * delta;
-        (broadening - d2) / ((d2 + broadening) * (d2 + broadening))
-    } else if delta.abs() <= tol {
-        0.0
-    } else {
-        -1.0 / (delta * delta)
-    }
-}
-
 /// One matrix: `Ā` from thin factors `U: m×k`, `s`, `V: n×k` (any `k ≤ min(m, n)`) and the
 /// cotangents `Ū: m×k`, `S̄`, `V̄: n×k` (the formula of [`SvdPullback::pullback`]).
 pub(super) fn svd_pullback<T: ImplicitScalar>(
@@ -155,10 +131,10 @@ pub(super) fn svd_pullback<T: ImplicitScalar>(
                     // a pair of zero singular values: U and V rotate independently
                     let zero_pair = s[i].max(s[jj]) <= rtol * s0;
                     let (ju, kv) = (
-                        crate::linalg::batch::abs(j[(i, jj)] - cj(j[(jj, i)])),
-                        crate::linalg::batch::abs(kk[(i, jj)] - cj(kk[(jj, i)])),
+                        crate::linalg::common::abs(j[(i, jj)] - cj(j[(jj, i)])),
+                        crate::linalg::common::abs(kk[(i, jj)] - cj(kk[(jj, i)])),
                     );
-                    if crate::linalg::batch::abs(num) > gtol * s[i].max(s[jj])
+                    if crate::linalg::common::abs(num) > gtol * s[i].max(s[jj])
                         || (zero_pair && (ju > gtol || kv > gtol))
                     {
                         return Err(gauge_error(
@@ -321,21 +297,4 @@ pub(super) fn svd_pushforward<T: ImplicitScalar>(
         dv += w;
     }
     (unscaled(du.as_ref(), c), ds, unscaled(dv.as_ref(), c))
-}
-
-/// The tangent of complement columns `Q⊥` for the tangent `Q̇` of the leading ones `Q`: the
-/// rotation that keeps `[Q, Q⊥]` unitary with `Q⊥ᴴ·Q̇⊥ = 0`, `Q̇⊥ = −Q·Q̇ᴴ·Q⊥`.
-pub(crate) fn complement_tangent<T: ImplicitScalar>(
-    q: MatRef<'_, T>,
-    q_dot: MatRef<'_, T>,
-    perp: MatRef<'_, T>,
-) -> Mat<T> {
-    let t = mm(q_dot.adjoint(), perp);
-    let mut out = mm(q, t.as_ref());
-    for x in out.col_iter_mut() {
-        for y in x.iter_mut() {
-            *y = -*y;
-        }
-    }
-    out
 }

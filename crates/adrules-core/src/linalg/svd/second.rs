@@ -92,15 +92,7 @@ pub(super) fn pullback_tangent_t<B: Backend, T: ImplicitScalar>(
                         bar.as_ref().subcols(kq, p.ncols()),
                         bar_dot.as_ref().subcols(kq, p.ncols()),
                     );
-                    crate::linalg::fold_complement_tangent(
-                        q,
-                        dq,
-                        p,
-                        dp,
-                        bp,
-                        bpd,
-                        cols(bar_dot.as_ref(), 0, kq),
-                    )
+                    fold_complement_tangent(q, dq, p, dp, bp, bpd, cols(bar_dot.as_ref(), 0, kq))
                 };
                 let (ue, ved) = (fold(u, up, &ub, "U")?, fold(v, vp, &vb, "V")?);
                 let ued = fold_dot(u, du.as_ref(), up, dup.as_ref(), &ub, &ubd);
