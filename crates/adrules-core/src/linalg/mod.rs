@@ -68,11 +68,16 @@
 
 mod attach;
 pub(crate) mod batch;
+mod clustered;
 mod eigh;
 mod qr;
 mod svd;
 
 pub use attach::{FactorsPullback, Packing};
+pub use clustered::{
+    ClusterInfo, ClusterOptions, ClusteredEigh, ClusteredEighPullback, ClusteredEighTangent,
+    eigh_clustered, eigh_clustered_frule, eigh_clustered_rrule,
+};
 pub use eigh::{Eigh, EighPullback, eigh, eigh_frule, eigh_rrule, host_eigh};
 pub use qr::{Qr, QrMode, QrPullback, host_qr, qr, qr_frule, qr_rrule};
 pub use svd::{
