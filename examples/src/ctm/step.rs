@@ -69,7 +69,9 @@ impl<B: Backend> Step<B> {
             &[dt.as_ref(), dc.as_ref(), dt.as_ref(), da.as_ref()],
         )?;
         let n = self.n;
-        let tan = self.clusters.tangent(&self.up(&[n, n], &self.down(&de)?)?)?;
+        let tan = self
+            .clusters
+            .tangent(&self.up(&[n, n], &self.down(&de)?)?)?;
         let dc1 = self.down(&tan.corner)?;
         let dut = self.up(&[ci, D, co], &self.down(&tan.basis)?)?;
         let (_, dt1) = self.t_plan.frule(

@@ -21,8 +21,8 @@ impl<B: Backend> ClusteredEighPullback<B> {
     /// - **subspace** (Kato): the tangent of the spectral projector `Π_c = V_c V_cᴴ` applied
     ///   to the basis, `Ẇ⊥ = (1 − Π_c)·Π̇_c·W_c = Ẋ·Q_c` with
     ///   `Ẋ[:, i] = Σ_{j ∉ I} u_j·(u_jᴴ Ḣ u_i)/(λ_i − λ_j)` (T. Kato, *Perturbation Theory
-    ///   for Linear Operators*, Springer 1966, ch. II §2: the derivative of the total
-    ///   projector of an eigenvalue group; it has no denominator inside the group, so it
+    ///   for Linear Operators*, Springer 1966, ch. II: the derivative of the total
+    ///   projection of an eigenvalue group; it has no denominator inside the group, so it
     ///   is finite at exact and near degeneracies inside a cluster);
     /// - **rotation** (the secondary operator's gauge fixing): `Ẇ_c = Ẇ⊥ + W_c·Ω`,
     ///   `Ω_pq = −S_pq/(μ_p − μ_q)` (`p ≠ q`), `S = Ẇ⊥ᴴ·G·W_c + W_cᴴ·G·Ẇ⊥`, from
