@@ -533,11 +533,11 @@ fn decompose<T: ImplicitScalar>(
                     super::batch::real::<T>(super::batch::re(phase).signum())
                 };
                 for i in 0..n {
-                    wc[(i, col)] = wc[(i, col)] * phase;
+                    wc[(i, col)] *= phase;
                     refs[(i, start + col)] = rc[i];
                 }
                 for p in 0..size {
-                    q[(p, col)] = q[(p, col)] * phase;
+                    q[(p, col)] *= phase;
                 }
             }
             for col in 0..size {

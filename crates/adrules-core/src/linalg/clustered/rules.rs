@@ -184,7 +184,7 @@ pub(super) fn tangent_one<T: ImplicitScalar>(
                 let t = (0..n).fold(T::zero(), |a, i| a + cj(f.refs[(i, s + q)]) * d[(i, q)]);
                 let phi = cplx::<T>(0.0, im(t) / rho(f, s + q));
                 for i in 0..n {
-                    d[(i, q)] = d[(i, q)] - phi * wc[(i, q)];
+                    d[(i, q)] -= phi * wc[(i, q)];
                 }
             }
         }
@@ -247,7 +247,7 @@ pub(super) fn pullback_one<T: ImplicitScalar>(
                 let bw = (0..n).fold(T::zero(), |a, i| a + cj(bc[(i, q)]) * wc[(i, q)]);
                 let x = cplx::<T>(0.0, im(bw) / rho(f, s + q));
                 for i in 0..n {
-                    bc[(i, q)] = bc[(i, q)] + x * f.refs[(i, s + q)];
+                    bc[(i, q)] += x * f.refs[(i, s + q)];
                 }
             }
         }
