@@ -14,7 +14,9 @@
 //! - [`network`]: ncon / Einstein-string networks, contraction order, plans and their rules.
 //! - [`alloc`]: allocators for temporaries and the AD-safety rule they keep.
 //! - [`linalg`]: SVD (thin, full, truncated), QR and Hermitian eigendecomposition with
-//!   their pullbacks and pushforwards, gauge checks and Lorentzian broadening.
+//!   their pullbacks and pushforwards, gauge checks and Lorentzian broadening; the
+//!   clustered eigendecomposition ([`linalg::eigh_clustered`]: whole clusters of
+//!   near-degenerate eigenvalues, a canonical basis fixed by a covariant secondary operator).
 //! - [`implicit`]: implicit differentiation of functions defined by conditions (roots,
 //!   fixed points, minimizers), with dense and matrix-free linear solvers.
 //! - [`layers`]: the engine-independent half of the adapters' trainable layers (einsum and

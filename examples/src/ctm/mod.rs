@@ -33,8 +33,8 @@
 //!    simple leading index 0) maps `E → (O⊗I)ᵀ E (O⊗I)`, commutes with `I ⊗ M`, multiplies
 //!    the rows `(0, ·)` by the common sign `o_00`, so the canonical basis `W` moves with the
 //!    input, `T'` (bilinear in `W`) and `C'` are unchanged, and the step is a function of
-//!    the input's gauge orbit with one deterministic output gauge (see [`Clusters`] for the
-//!    rules). No reference environment is needed;
+//!    the input's gauge orbit with one deterministic output gauge (see
+//!    [`linalg::eigh_clustered`] for the rules). No reference environment is needed;
 //! 4. `C' = Wᵀ E W` (block-diagonal over the clusters), `T'[x, s, y] = Σ W[(α,i), x]
 //!    T[α,k,β] a[k,i,s,j] W[(β,j), y]`;
 //! 5. `C'/‖C'‖`, `T'/‖T'‖` (Frobenius norms; the observables below are scale-free).
@@ -49,7 +49,7 @@
 //!   environment `y = (C, T)` the fixed point of the step: reverse mode, `ȳ = ∂L/∂y` from
 //!   the network pullbacks, then the implicit pullback (`(∂step/∂y − I)ᵀ w = −ȳ`,
 //!   `β̄ = (∂step/∂β)ᵀ w`) whose linear maps are the step's JVP and VJP, composed of the
-//!   network rules, the cluster rules of the eigendecomposition ([`Clusters`]) and the
+//!   network rules, the cluster rules of the eigendecomposition ([`linalg::eigh_clustered`]) and the
 //!   normalization's chain rule; solved by GMRES. No iteration is
 //!   unrolled: the memory is that of one step, whatever the number of CTM iterations.
 //! - `u_E = −Z_{a'}/Z_a` (`a' = ∂a/∂β`, the energy as an expectation value) must equal `u`
@@ -66,7 +66,7 @@ use adrules::implicit::{
 };
 use adrules::linalg;
 use adrules::network::{NetworkPlan, NetworkPullback, PlanCache};
-use adrules::{Backend, DType, Error, HostTensor, Result};
+use adrules::{Backend, Error, HostTensor, Result};
 
 /// The physical dimension of a bond (one Ising spin).
 pub const D: usize = 2;
@@ -172,6 +172,25 @@ fn norm(a: &[f64]) -> f64 {
     dot(a, a).sqrt()
 }
 
+/// The generic symmetric 2×2 matrix `M` of the secondary operator `G = I_χ ⊗ M`: any fixed
+/// matrix that acts on the bond index alone commutes with the gauge group (which acts on
+/// the environment index), and a generic one splits the multiplets.
+const M2: [[f64; 2]; 2] = [[1.0, 0.37], [0.37, -0.61]];
+
+/// `G = I_χ ⊗ M` on the index `(α, i)` (row-major `α·D + i`), `n×n` row-major.
+fn secondary(chi: usize) -> Vec<f64> {
+    let n = chi * D;
+    let mut g = vec![0.0; n * n];
+    for r in 0..n {
+        for s in 0..n {
+            if r / D == s / D {
+                g[r * n + s] = M2[r % D][s % D];
+            }
+        }
+    }
+    g
+}
+
 /// `x ↦ x/‖x‖` at `x̂ = x/‖x‖`: tangent and cotangent are both `(v − x̂⟨x̂, v⟩)/‖x‖`.
 fn normalize_rule(unit: &[f64], n: f64, v: &[f64]) -> Vec<f64> {
     let p = dot(unit, v);
@@ -191,7 +210,7 @@ pub struct CtmOptions {
     /// relative tolerance of the implicit rule's GMRES solves
     pub solve_tol: f64,
     /// relative drop of `|λ|` that separates two clusters of the enlarged corner's
-    /// spectrum (see [`Clusters`]): eigenvalues closer than this share one subspace, whose
+    /// spectrum (see [`linalg::ClusterOptions::delta`]): eigenvalues closer than this share one subspace, whose
     /// basis the gauge fixing chooses canonically
     pub cluster: f64,
     /// eigenpairs with `|λ| ≤ cutoff·max|λ|` are discarded even below χ: their eigenvectors
@@ -314,7 +333,8 @@ pub struct Step<B: Backend> {
     t: B::Tensor,
     a: B::Tensor,
     da: B::Tensor,
-    clusters: Clusters,
+    clusters: linalg::ClusteredEighPullback<B>,
+    sizes: Vec<usize>,
     ut: B::Tensor,
     c_unit: Vec<f64>,
     t_unit: Vec<f64>,
@@ -357,6 +377,21 @@ where
         Ok(self.be.to_host(t)?.as_slice::<f64>()?.to_vec())
     }
 
+    /// The clustered eigendecomposition's options: keep χ, clusters at `δ`, the cutoff, and
+    /// the phase reference `r = e_(0,0) + e_(0,1)/2` (each column `w` gets the sign that
+    /// makes `w[(0,0)] + w[(0,1)]/2` positive; `r` is invariant under the gauge group up to
+    /// the common sign `o_00`).
+    fn cluster_options(&self, n: usize) -> Result<linalg::ClusterOptions> {
+        let mut r = vec![0.0; n];
+        r[0] = 1.0;
+        r[1] = 0.5;
+        Ok(
+            linalg::ClusterOptions::new(self.opts.chi, self.opts.cluster)
+                .with_cutoff(self.opts.cutoff)
+                .with_reference(HostTensor::from_vec(&[n], r)?),
+        )
+    }
+
     fn plan(&self, net: &str, dims: &[&[usize]]) -> Result<Arc<NetworkPlan>> {
         PlanCache::global().einsum(net, dims)
     }
@@ -376,25 +411,37 @@ where
         let (e, e_pb) = e_plan.rrule(be, &[&t, &c, &t, &a], &[true, true, true, true])?;
         let e_host = self.down(&e)?;
         let e_mat = self.up(&[n, n], &e_host)?;
-        let eig = linalg::eigh(be, &e_mat)?;
-        let lam = self.down(&eig.values)?;
-        let u = self.down(&eig.vectors)?;
-        let clusters = Clusters::new(
-            &e_host,
-            lam,
-            u,
-            self.opts.chi,
-            self.opts.cutoff,
-            self.opts.cluster,
-        )?;
+        let (eig, clusters) = linalg::eigh_clustered_rrule(
+            be,
+            &e_mat,
+            &self.up(&[n, n], &secondary(chi_in))?,
+            &self.cluster_options(n)?,
+            linalg::RuleOptions::default(),
+        )
+        .map_err(|e| match e {
+            Error::InvalidArgument { arg, reason } if arg == "keep" => Error::invalid(
+                "temperature",
+                format!("the enlarged corner's leading cluster does not fit χ: {reason}"),
+            ),
+            e => e,
+        })?;
+        let info = &eig.info[0];
+        if info.sizes[0] > 1 {
+            return Err(Error::invalid(
+                "temperature",
+                "the enlarged corner's largest eigenvalue is degenerate: the gauge fixing \
+                 needs a simple leading eigenvalue",
+            ));
+        }
         let chi_out = clusters.kept();
-        let (gap, weight, kept_gap) = (clusters.gap, clusters.weight, clusters.kept_gap);
-        let p = clusters.w.clone();
+        let (gap, weight, kept_gap) = (info.gap, info.weight, info.kept_gap);
+        let sizes = info.sizes.clone();
+        let p = self.down(&eig.basis)?;
         let ud = [chi_in, D, chi_out];
         let ut = self.up(&ud, &p)?;
         let t_plan = self.plan(T_NET, &[&ud, &td, &ad, &ud])?;
         let (t1, t_pb) = t_plan.rrule(be, &[&ut, &t, &a, &ut], &[true, true, true, true])?;
-        let c1 = clusters.corner();
+        let c1 = self.down(&eig.corner)?;
         let t1 = self.down(&t1)?;
         let (c_norm, t_norm) = (norm(&c1), norm(&t1));
         if !(c_norm.is_finite() && t_norm.is_finite() && c_norm > 0.0 && t_norm > 0.0) {
@@ -416,6 +463,7 @@ where
             a,
             da,
             clusters,
+            sizes,
             ut,
             c_unit: c1.iter().map(|x| x / c_norm).collect(),
             t_unit: t1.iter().map(|x| x / t_norm).collect(),
@@ -730,8 +778,6 @@ where
     }
 }
 
-mod clusters;
 mod step;
 
-use clusters::Clusters;
 use step::StepMaps;

@@ -28,7 +28,7 @@ impl<B: Backend> Step<B> {
 
     /// The sizes of the kept clusters (multiplets have size > 1).
     pub fn cluster_sizes(&self) -> Vec<usize> {
-        self.clusters.members.iter().map(Vec::len).collect()
+        self.sizes.clone()
     }
 
     /// The step's output `[C'/‖C'‖, T'/‖T'‖]`, flattened.
@@ -68,8 +68,12 @@ impl<B: Backend> Step<B> {
             &[&self.t, &self.c, &self.t, &self.a],
             &[dt.as_ref(), dc.as_ref(), dt.as_ref(), da.as_ref()],
         )?;
-        let (dp, dc1) = self.clusters.tangent(&self.down(&de)?);
-        let dut = self.up(&[ci, D, co], &dp)?;
+        let n = self.n;
+        let tan = self
+            .clusters
+            .tangent(&self.up(&[n, n], &self.down(&de)?)?)?;
+        let dc1 = self.down(&tan.corner)?;
+        let dut = self.up(&[ci, D, co], &self.down(&tan.basis)?)?;
         let (_, dt1) = self.t_plan.frule(
             be,
             &[&self.ut, &self.t, &self.a, &self.ut],
@@ -95,8 +99,12 @@ impl<B: Backend> Step<B> {
         };
         let (p1, mut t_bar, a_bar, p2) = (part(0)?, part(1)?, part(2)?, part(3)?);
         let w_bar: Vec<f64> = p1.iter().zip(&p2).map(|(a, b)| a + b).collect();
-        let e_bar = self.clusters.cotangent(&w_bar, &c1_bar);
-        let e_bar = self.up(&[ci, D, ci, D], &e_bar)?;
+        let n = self.n;
+        let e_bar = self.clusters.pullback(
+            Some(&self.up(&[n, co], &w_bar)?),
+            Some(&self.up(&[co, co], &c1_bar)?),
+        )?;
+        let e_bar = self.up(&[ci, D, ci, D], &self.down(&e_bar)?)?;
 
         let h = self.e_pb.pullback(&e_bar)?;
         let get = |i: usize| -> Result<Vec<f64>> {

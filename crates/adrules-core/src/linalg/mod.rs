@@ -68,6 +68,7 @@
 
 mod attach;
 pub(crate) mod batch;
+mod clustered;
 mod common;
 mod eigh;
 mod host;
@@ -75,6 +76,10 @@ mod qr;
 mod svd;
 
 pub use attach::{FactorsPullback, Packing};
+pub use clustered::{
+    ClusterInfo, ClusterOptions, ClusteredEigh, ClusteredEighPullback, ClusteredEighTangent,
+    eigh_clustered, eigh_clustered_frule, eigh_clustered_rrule,
+};
 pub use eigh::{Eigh, EighPullback, eigh, eigh_frule, eigh_rrule};
 pub use host::{QrMode, SvdMode, host_eigh, host_qr, host_svd};
 pub use qr::{Qr, QrPullback, qr, qr_frule, qr_rrule};

@@ -14,6 +14,7 @@ mod implicit_network;
 mod implicit_oracle;
 mod implicit_second_order;
 mod implicit_solvers;
+mod linalg_clustered;
 mod linalg_oracle;
 mod linalg_rules;
 mod linalg_scale;

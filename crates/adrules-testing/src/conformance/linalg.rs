@@ -13,13 +13,17 @@
 //!   losses, the cotangents moving with each backend's own factors) agree with the
 //!   reference's;
 //! - a phase-dependent cotangent of a complex SVD is refused with
-//!   [`Error::GaugeIllDefined`].
+//!   [`Error::GaugeIllDefined`];
+//! - the clustered eigendecomposition ([`eigh_clustered`](adrules_core::linalg::eigh_clustered))
+//!   on a batch with a 2-fold near-degenerate cluster: `W` and `C'` against the reference,
+//!   the adjoint identity, and (double precision) central differences of `W` and `C'`.
 
 use std::sync::Arc;
 
 use adrules_core::linalg::{
-    QrMode, RuleOptions, SvdCotangents, SvdMode, Truncation, eigh_frule, eigh_rrule, qr_frule,
-    qr_rrule, svd_frule, svd_rrule, svd_truncated_frule, svd_truncated_rrule,
+    ClusterOptions, QrMode, RuleOptions, SvdCotangents, SvdMode, Truncation, eigh_clustered,
+    eigh_clustered_frule, eigh_clustered_rrule, eigh_frule, eigh_rrule, qr_frule, qr_rrule,
+    svd_frule, svd_rrule, svd_truncated_frule, svd_truncated_rrule,
 };
 use adrules_core::{Backend, Complex64, DType, Error, HostData, HostTensor, Result};
 use faer::Mat;
@@ -164,6 +168,10 @@ pub fn decomposition_rules<B: Backend>(be: &B, cfg: &Config) {
             }
             ctx.ran += 1;
         }
+        if let Err(e) = clustered(&mut ctx, &mut rng, dtype) {
+            ctx.failures.push(format!("{dtype} clustered eigh: {e}"));
+        }
+        ctx.ran += 1;
     }
     report(ctx.ran, ctx.failures);
 }
@@ -448,6 +456,111 @@ fn one_shape<B: Backend>(
         let e = rel(&ctx.host(&hvp)?, &r_hvp);
         ctx.expect(e < t, || {
             format!("{dtype} {dims:?} eigh: the HVP differs from the reference ({e:e})")
+        });
+    }
+    Ok(())
+}
+
+/// The clustered eigendecomposition on a batch of two `6×6` matrices with spectrum
+/// `(5, 3, 3·(1 − 10⁻⁴), −2, 1, 0.1)` (random unitary eigenvectors), a generic Hermitian
+/// `G` and `keep = 4` (clusters `1, 2, 1`).
+fn clustered<B: Backend>(ctx: &mut Ctx<'_, B>, rng: &mut Rng, dtype: DType) -> Result<()> {
+    let n = 6;
+    let reference = ReferenceBackend;
+    let t = tol(dtype);
+    let wide = if dtype.is_complex() {
+        DType::C64
+    } else {
+        DType::F64
+    };
+    let lam = [5.0, 3.0, 3.0 * (1.0 - 1e-4), -2.0, 1.0, 0.1];
+    let mut items = Vec::new();
+    for _ in 0..2 {
+        let q = adrules_core::linalg::qr(
+            &reference,
+            &arc(&rng.tensor(&[n, n], wide)),
+            QrMode::Reduced,
+        )?
+        .q;
+        let u = mats(&q).remove(0);
+        let d = Mat::from_fn(n, n, |i, j| {
+            if i == j {
+                C::new(lam[i], 0.0)
+            } else {
+                C::new(0.0, 0.0)
+            }
+        });
+        let x = &u * d * u.adjoint();
+        items.push(Mat::from_fn(n, n, |i, j| {
+            (x[(i, j)] + x[(j, i)].conj()) * 0.5
+        }));
+    }
+    let a = unmats(&[2], n, n, &items, dtype)?;
+    let g0 = mats(&rng.tensor(&[n, n], dtype)).remove(0);
+    let g = unmats(&[], n, n, &[&g0 + g0.adjoint()], dtype)?;
+    let opts = ClusterOptions::new(4, 1e-3);
+    let (da, dg) = (ctx.dev(&a)?, ctx.dev(&g)?);
+    // a Hermitian direction (finite differences stay on Hermitian matrices)
+    let raw = rng.tensor(&[2, n, n], dtype);
+    let a_dot = each(&raw, &raw, n, n, |x, _| x + x.adjoint())?;
+    let dd = ctx.dev(&a_dot)?;
+    let rule = RuleOptions::default();
+    let (out, tan) = eigh_clustered_frule(ctx.be, &da, &dd, &dg, &opts, rule)?;
+    let (_, pb) = eigh_clustered_rrule(ctx.be, &da, &dg, &opts, rule)?;
+    ctx.expect(out.info.iter().all(|i| i.sizes == [1, 2, 1]), || {
+        format!("{dtype} clustered eigh: cluster sizes {:?}", out.info)
+    });
+    let (w, c) = (ctx.host(&out.basis)?, ctx.host(&out.corner)?);
+    let r_out = eigh_clustered(&reference, &arc(&a), &arc(&g), &opts)?;
+    for (what, x, y) in [("W", &w, &*r_out.basis), ("C'", &c, &*r_out.corner)] {
+        let e = rel(x, y);
+        ctx.expect(e < t, || {
+            format!("{dtype} clustered eigh: {what} differs from the reference ({e:e})")
+        });
+    }
+    let wbar = rng.tensor(w.dims(), dtype);
+    let cbar = rng.tensor(c.dims(), dtype);
+    let a_bar = ctx.host(&pb.pullback(Some(&ctx.dev(&wbar)?), Some(&ctx.dev(&cbar)?))?)?;
+    let (tw, tc) = (ctx.host(&tan.basis)?, ctx.host(&tan.corner)?);
+    let lhs = dot(&wbar, &tw) + dot(&cbar, &tc);
+    let rhs = dot(&a_bar, &a_dot);
+    let scale = norm(&wbar) * norm(&tw) + norm(&cbar) * norm(&tc) + norm(&a_bar) * norm(&a_dot);
+    ctx.expect((lhs - rhs).abs() <= t * scale, || {
+        format!("{dtype} clustered eigh: adjoint identity {lhs} vs {rhs}")
+    });
+    if dtype.is_double() {
+        let f = |x: &[crate::Value]| -> Result<crate::Value> {
+            let o = eigh_clustered(ctx.be, &ctx.dev(x[0].tensor("a")?)?, &dg, &opts)?;
+            let mut v = ctx.host(&o.basis)?.data().to_c64_vec();
+            v.extend(ctx.host(&o.corner)?.data().to_c64_vec());
+            let len = v.len();
+            Ok(crate::Value::Tensor(HostTensor::new(
+                &[len],
+                HostData::from_c64_projected(&v, wide),
+            )?))
+        };
+        let fd = crate::FiniteDifference {
+            stencil: crate::Stencil::Central4,
+            step: 1e-4,
+        };
+        let want = fd
+            .jvp(
+                f,
+                &[crate::Value::Tensor(a.clone())],
+                &[crate::Value::Tensor(a_dot.clone())],
+            )?
+            .to_c64_vec();
+        let mut got = tw.data().to_c64_vec();
+        got.extend(tc.data().to_c64_vec());
+        let err: f64 = got
+            .iter()
+            .zip(&want)
+            .map(|(p, q)| (p - q).norm_sqr())
+            .sum::<f64>()
+            .sqrt();
+        let size: f64 = want.iter().map(|q| q.norm_sqr()).sum::<f64>().sqrt();
+        ctx.expect(err <= 1e-6 * size, || {
+            format!("{dtype} clustered eigh: tangent vs finite differences {err:e} (|fd| {size:e})")
         });
     }
     Ok(())
