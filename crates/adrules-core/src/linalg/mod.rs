@@ -172,12 +172,7 @@ pub(crate) fn host_arg<B: Backend>(
         return Err(Error::shape(arg, dims, &got));
     }
     let h = be.to_host(t)?;
-    if let Some(p) = crate::finite::host_first_non_finite(&h) {
-        return Err(Error::invalid(
-            arg,
-            format!("entry {p} (row-major) is not finite"),
-        ));
-    }
+    check_host(&h, dims, arg)?;
     if h.dtype() == dtype {
         Ok(h)
     } else if h.dtype().promotes_to(dtype) {
@@ -189,4 +184,19 @@ pub(crate) fn host_arg<B: Backend>(
             actual: h.dtype(),
         })
     }
+}
+
+/// The checks every host copy of a rule's argument passes: shape `dims`
+/// ([`Error::ShapeMismatch`]) and finite entries ([`Error::InvalidArgument`]).
+pub(crate) fn check_host(h: &HostTensor, dims: &[usize], arg: &str) -> Result<()> {
+    if h.dims() != dims {
+        return Err(Error::shape(arg, dims, h.dims()));
+    }
+    if let Some(p) = crate::finite::host_first_non_finite(h) {
+        return Err(Error::invalid(
+            arg,
+            format!("entry {p} (row-major) is not finite"),
+        ));
+    }
+    Ok(())
 }

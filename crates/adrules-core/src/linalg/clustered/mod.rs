@@ -282,15 +282,7 @@ impl<B: Backend> ClusteredEighPullback<B> {
 /// A host copy of a constant operand (`G`, `r`): shape `dims`, finite, converted to
 /// `dtype` (a real operand serves any `A`, a complex one only complex `A`).
 fn checked_host(h: &HostTensor, dims: &[usize], dtype: DType, arg: &str) -> Result<HostTensor> {
-    if h.dims() != dims {
-        return Err(Error::shape(arg, dims, h.dims()));
-    }
-    if let Some(p) = crate::finite::host_first_non_finite(h) {
-        return Err(Error::invalid(
-            arg,
-            format!("entry {p} (row-major) is not finite"),
-        ));
-    }
+    super::check_host(h, dims, arg)?;
     if h.dtype().is_complex() && !dtype.is_complex() {
         return Err(Error::DTypeMismatch {
             arg: arg.into(),
@@ -308,10 +300,6 @@ fn operand<B: Backend>(
     dtype: DType,
     arg: &str,
 ) -> Result<HostTensor> {
-    let got = be.dims(t);
-    if got.as_slice() != dims {
-        return Err(Error::shape(arg, dims, &got));
-    }
     checked_host(&be.to_host(t)?, dims, dtype, arg)
 }
 
