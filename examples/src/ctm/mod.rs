@@ -168,10 +168,6 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-fn norm(a: &[f64]) -> f64 {
-    dot(a, a).sqrt()
-}
-
 /// The generic symmetric 2×2 matrix `M` of the secondary operator `G = I_χ ⊗ M`: any fixed
 /// matrix that acts on the bond index alone commutes with the gauge group (which acts on
 /// the environment index), and a generic one splits the multiplets.
@@ -189,12 +185,6 @@ fn secondary(chi: usize) -> Vec<f64> {
         }
     }
     g
-}
-
-/// `x ↦ x/‖x‖` at `x̂ = x/‖x‖`: tangent and cotangent are both `(v − x̂⟨x̂, v⟩)/‖x‖`.
-fn normalize_rule(unit: &[f64], n: f64, v: &[f64]) -> Vec<f64> {
-    let p = dot(unit, v);
-    v.iter().zip(unit).map(|(v, u)| (v - u * p) / n).collect()
 }
 
 /// Options of a CTMRG run.
@@ -338,8 +328,9 @@ pub struct Step<B: Backend> {
     ut: B::Tensor,
     c_unit: Vec<f64>,
     t_unit: Vec<f64>,
-    c_norm: f64,
-    t_norm: f64,
+    /// the rules of `C'/‖C'‖` and `T'/‖T'‖`
+    c_normalize: linalg::NormalizePullback<B>,
+    t_normalize: linalg::NormalizePullback<B>,
     e_plan: Arc<NetworkPlan>,
     t_plan: Arc<NetworkPlan>,
     e_pb: NetworkPullback<B>,
@@ -441,18 +432,19 @@ where
         let ut = self.up(&ud, &p)?;
         let t_plan = self.plan(T_NET, &[&ud, &td, &ad, &ud])?;
         let (t1, t_pb) = t_plan.rrule(be, &[&ut, &t, &a, &ut], &[true, true, true, true])?;
-        let c1 = self.down(&eig.corner)?;
-        let t1 = self.down(&t1)?;
-        let (c_norm, t_norm) = (norm(&c1), norm(&t1));
-        if !(c_norm.is_finite() && t_norm.is_finite() && c_norm > 0.0 && t_norm > 0.0) {
-            return Err(Error::invalid(
-                "temperature",
-                format!(
-                    "the CTM step at β = {beta} gave a zero or non-finite environment \
-                     (‖C‖ = {c_norm:e}, ‖T‖ = {t_norm:e})"
+        let normalized = |x: &B::Tensor| {
+            linalg::normalize_rrule(be, x).map_err(|e| match e {
+                Error::InvalidArgument { reason, .. } => Error::invalid(
+                    "temperature",
+                    format!(
+                        "the CTM step at β = {beta} gave a zero or non-finite environment: {reason}"
+                    ),
                 ),
-            ));
-        }
+                e => e,
+            })
+        };
+        let (c1, c_normalize) = normalized(&eig.corner)?;
+        let (t1, t_normalize) = normalized(&t1)?;
         Ok(Step {
             be: be.clone(),
             chi_in,
@@ -465,10 +457,10 @@ where
             clusters,
             sizes,
             ut,
-            c_unit: c1.iter().map(|x| x / c_norm).collect(),
-            t_unit: t1.iter().map(|x| x / t_norm).collect(),
-            c_norm,
-            t_norm,
+            c_unit: self.down(&c1.unit)?,
+            t_unit: self.down(&t1.unit)?,
+            c_normalize,
+            t_normalize,
             e_plan,
             t_plan,
             e_pb,

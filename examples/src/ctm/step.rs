@@ -72,15 +72,14 @@ impl<B: Backend> Step<B> {
         let tan = self
             .clusters
             .tangent(&self.up(&[n, n], &self.down(&de)?)?)?;
-        let dc1 = self.down(&tan.corner)?;
         let dut = self.up(&[ci, D, co], &self.down(&tan.basis)?)?;
         let (_, dt1) = self.t_plan.frule(
             be,
             &[&self.ut, &self.t, &self.a, &self.ut],
             &[Some(&dut), dt.as_ref(), da.as_ref(), Some(&dut)],
         )?;
-        let mut out = normalize_rule(&self.c_unit, self.c_norm, &dc1);
-        out.extend(normalize_rule(&self.t_unit, self.t_norm, &self.down(&dt1)?));
+        let mut out = self.down(&self.c_normalize.tangent(&tan.corner)?.0)?;
+        out.extend(self.down(&self.t_normalize.tangent(&dt1)?.0)?);
         Ok(out)
     }
 
@@ -88,9 +87,13 @@ impl<B: Backend> Step<B> {
     pub fn vjp(&self, w: &[f64]) -> Result<(Vec<f64>, f64)> {
         let (ci, co) = (self.chi_in, self.chi_out);
         let (wc, wt) = w.split_at(co * co);
-        let c1_bar = normalize_rule(&self.c_unit, self.c_norm, wc);
-        let t1_bar = normalize_rule(&self.t_unit, self.t_norm, wt);
-        let g = self.t_pb.pullback(&self.up(&[co, D, co], &t1_bar)?)?;
+        let c1_bar = self
+            .c_normalize
+            .pullback(Some(&self.up(&[co, co], wc)?), 0.0)?;
+        let t1_bar = self
+            .t_normalize
+            .pullback(Some(&self.up(&[co, D, co], wt)?), 0.0)?;
+        let g = self.t_pb.pullback(&t1_bar)?;
         let part = |i: usize| -> Result<Vec<f64>> {
             match &g[i] {
                 Some(x) => self.down(x),
@@ -100,10 +103,9 @@ impl<B: Backend> Step<B> {
         let (p1, mut t_bar, a_bar, p2) = (part(0)?, part(1)?, part(2)?, part(3)?);
         let w_bar: Vec<f64> = p1.iter().zip(&p2).map(|(a, b)| a + b).collect();
         let n = self.n;
-        let e_bar = self.clusters.pullback(
-            Some(&self.up(&[n, co], &w_bar)?),
-            Some(&self.up(&[co, co], &c1_bar)?),
-        )?;
+        let e_bar = self
+            .clusters
+            .pullback(Some(&self.up(&[n, co], &w_bar)?), Some(&c1_bar))?;
         let e_bar = self.up(&[ci, D, ci, D], &self.down(&e_bar)?)?;
 
         let h = self.e_pb.pullback(&e_bar)?;

@@ -72,6 +72,7 @@ mod clustered;
 mod common;
 mod eigh;
 mod host;
+mod normalize;
 mod qr;
 mod svd;
 
@@ -82,6 +83,7 @@ pub use clustered::{
 };
 pub use eigh::{Eigh, EighPullback, eigh, eigh_frule, eigh_rrule};
 pub use host::{QrMode, SvdMode, host_eigh, host_qr, host_svd};
+pub use normalize::{NormalizePullback, Normalized, normalize, normalize_frule, normalize_rrule};
 pub use qr::{Qr, QrPullback, qr, qr_frule, qr_rrule};
 pub use svd::{
     Svd, SvdCotangents, SvdPullback, TruncatedSvd, Truncation, svd, svd_frule, svd_rrule,

@@ -16,7 +16,9 @@
 //!   [`Error::GaugeIllDefined`];
 //! - the clustered eigendecomposition ([`eigh_clustered`](adrules_core::linalg::eigh_clustered))
 //!   on a batch with a 2-fold near-degenerate cluster: `W` and `C'` against the reference,
-//!   the adjoint identity, and (double precision) central differences of `W` and `C'`.
+//!   the adjoint identity, and (double precision) central differences of `W` and `C'`;
+//! - normalization `x/‖x‖` ([`normalize`](adrules_core::linalg::normalize)): primal, tangent
+//!   and cotangent against the reference's, and the adjoint identity.
 
 use std::sync::Arc;
 
@@ -170,6 +172,12 @@ pub fn decomposition_rules<B: Backend>(be: &B, cfg: &Config) {
         }
         if let Err(e) = clustered(&mut ctx, &mut rng, dtype) {
             ctx.failures.push(format!("{dtype} clustered eigh: {e}"));
+        }
+        ctx.ran += 1;
+        // its own stream, so that the cases above see the same data as before
+        match super::normalize::failures(be, &mut Rng::seed(17), dtype) {
+            Ok(f) => ctx.failures.extend(f),
+            Err(e) => ctx.failures.push(format!("{dtype} normalize: {e}")),
         }
         ctx.ran += 1;
     }

@@ -95,6 +95,7 @@ pub mod general;
 pub mod implicit;
 pub mod linalg;
 pub mod network;
+mod normalize;
 pub mod second;
 pub mod tensorscalar;
 pub mod trace;

@@ -1,0 +1,178 @@
+//! Normalization `x ↦ x̂ = x/‖x‖` (Frobenius norm over all elements) with its pushforward and
+//! pullback: the step that keeps a power method, a CTMRG environment or a fixed-point
+//! iterate at unit norm.
+//!
+//! # Rule
+//! With `n = ‖x‖ = √⟨x, x⟩` and `x̂ = x/n`, the derivative of `x̂` is the projector onto the
+//! complement of `x̂` (real directions only: the norm sees `Re⟨x̂, ẋ⟩`), divided by `n`:
+//! ```text
+//!   ṅ = Re⟨x̂, ẋ⟩,        (d/dt) x̂ = (ẋ − x̂·Re⟨x̂, ẋ⟩)/n.
+//! ```
+//! The map `ẋ ↦ (ẋ − x̂·Re⟨x̂, ẋ⟩)/n` is self-adjoint for the real inner product
+//! `Re⟨·, ·⟩`, so the pullback (cotangent convention of [`crate::math`]) has the same form,
+//! plus the norm's own cotangent `n̄` along `x̂`:
+//! ```text
+//!   x̄ = (x̂̄ − x̂·Re⟨x̂, x̂̄⟩)/n + n̄·x̂.
+//! ```
+//! Derivation in `MATH.md` ("Normalization"); the same rule as ChainRules.jl's `normalize`
+//! (`rrule(::typeof(normalize), x)`, `src/rulesets/LinearAlgebra/norm.jl`).
+
+use crate::Conj;
+use crate::backend::{Backend, check};
+use crate::error::{Error, Result};
+use crate::scalar::{DType, DynScalar};
+use crate::spec::Permutation;
+
+use num_complex::Complex64;
+
+/// `x̂ = x/‖x‖` and `‖x‖`: the output of [`normalize`].
+#[derive(Clone, Debug)]
+pub struct Normalized<B: Backend> {
+    /// `x̂ = x/‖x‖`, x's shape and dtype
+    pub unit: B::Tensor,
+    /// `‖x‖ = √(Σ |x_I|²)` over all elements (Frobenius norm), in `f64`
+    pub norm: f64,
+}
+
+/// `x̂ = x/‖x‖` for a tensor of any shape and any dtype of the backend, the norm the
+/// Frobenius norm over all elements.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming `"x"` when `‖x‖` is zero (x̂ is undefined: a zero
+/// tensor, or an empty one) or not finite (x holds NaN or ±∞, or `‖x‖²` overflows); backend
+/// errors.
+pub fn normalize<B: Backend>(be: &B, x: &B::Tensor) -> Result<Normalized<B>> {
+    let norm = be.inner(x, x)?.re().sqrt();
+    if !(norm.is_finite() && norm > 0.0) {
+        return Err(Error::invalid(
+            "x",
+            format!("x/‖x‖ needs a finite, non-zero norm, got ‖x‖ = {norm:e}"),
+        ));
+    }
+    let dtype = be.dtype(x);
+    let mut unit = be.zeros(&be.dims(x), dtype)?;
+    axpy(be, &mut unit, x, 1.0 / norm, false)?;
+    Ok(Normalized { unit, norm })
+}
+
+/// [`normalize`] with its pullback.
+///
+/// # Errors
+/// As [`normalize`].
+pub fn normalize_rrule<B: Backend>(
+    be: &B,
+    x: &B::Tensor,
+) -> Result<(Normalized<B>, NormalizePullback<B>)> {
+    let out = normalize(be, x)?;
+    let pullback = NormalizePullback {
+        be: be.clone(),
+        unit: out.unit.clone(),
+        norm: out.norm,
+        dims: be.dims(x).to_vec(),
+        dtype: be.dtype(x),
+    };
+    Ok((out, pullback))
+}
+
+/// [`normalize`] with its tangent along `ẋ`: `(x̂, ‖x‖)`, `(d/dt) x̂` and `ṅ` (see the
+/// [module](self) for the formula).
+///
+/// # Errors
+/// As [`normalize`]; [`Error::ShapeMismatch`] or [`Error::DTypeMismatch`] naming `"x_dot"`
+/// when ẋ's shape differs from x's or its dtype does not promote to x's.
+pub fn normalize_frule<B: Backend>(
+    be: &B,
+    x: &B::Tensor,
+    x_dot: &B::Tensor,
+) -> Result<(Normalized<B>, B::Tensor, f64)> {
+    let (out, pullback) = normalize_rrule(be, x)?;
+    let (unit_dot, norm_dot) = pullback.tangent(x_dot)?;
+    Ok((out, unit_dot, norm_dot))
+}
+
+/// The pullback (and pushforward) of [`normalize`] at one point: owns `x̂` and `‖x‖`.
+#[derive(Clone, Debug)]
+pub struct NormalizePullback<B: Backend> {
+    be: B,
+    unit: B::Tensor,
+    norm: f64,
+    dims: Vec<usize>,
+    dtype: DType,
+}
+
+impl<B: Backend> NormalizePullback<B> {
+    /// `x̂`.
+    pub fn unit(&self) -> &B::Tensor {
+        &self.unit
+    }
+
+    /// `‖x‖`.
+    pub fn norm(&self) -> f64 {
+        self.norm
+    }
+
+    /// The cotangent of x for the cotangent `x̂̄` of `x̂` (None: zero) and `n̄` of `‖x‖`:
+    /// `x̄ = (x̂̄ − x̂·Re⟨x̂, x̂̄⟩)/n + n̄·x̂`, in x's dtype.
+    ///
+    /// # Errors
+    /// [`Error::ShapeMismatch`] or [`Error::DTypeMismatch`] naming `"unit_bar"` when `x̂̄`'s
+    /// shape differs from x's or its dtype does not promote to x's;
+    /// [`Error::InvalidArgument`] naming `"norm_bar"` when `n̄` is not finite.
+    pub fn pullback(&self, unit_bar: Option<&B::Tensor>, norm_bar: f64) -> Result<B::Tensor> {
+        if !norm_bar.is_finite() {
+            return Err(Error::invalid(
+                "norm_bar",
+                format!("must be finite, got {norm_bar}"),
+            ));
+        }
+        let mut x_bar = self.be.zeros(&self.dims, self.dtype)?;
+        let along = match unit_bar {
+            Some(w) => {
+                check::like(&self.be, "unit_bar", w, &self.dims, self.dtype)?;
+                axpy(&self.be, &mut x_bar, w, 1.0 / self.norm, false)?;
+                norm_bar - self.be.inner(&self.unit, w)?.re() / self.norm
+            }
+            None => norm_bar,
+        };
+        axpy(&self.be, &mut x_bar, &self.unit, along, true)?;
+        Ok(x_bar)
+    }
+
+    /// The tangent `((d/dt) x̂, ṅ)` along `ẋ`: `(ẋ − x̂·Re⟨x̂, ẋ⟩)/n` (x's dtype) and
+    /// `Re⟨x̂, ẋ⟩`.
+    ///
+    /// # Errors
+    /// [`Error::ShapeMismatch`] or [`Error::DTypeMismatch`] naming `"x_dot"` when ẋ's shape
+    /// differs from x's or its dtype does not promote to x's.
+    pub fn tangent(&self, x_dot: &B::Tensor) -> Result<(B::Tensor, f64)> {
+        check::like(&self.be, "x_dot", x_dot, &self.dims, self.dtype)?;
+        let norm_dot = self.be.inner(&self.unit, x_dot)?.re();
+        let mut unit_dot = self.be.zeros(&self.dims, self.dtype)?;
+        axpy(&self.be, &mut unit_dot, x_dot, 1.0 / self.norm, false)?;
+        axpy(
+            &self.be,
+            &mut unit_dot,
+            &self.unit,
+            -norm_dot / self.norm,
+            true,
+        )?;
+        Ok((unit_dot, norm_dot))
+    }
+}
+
+/// `y ← a·x + (accumulate ? y : 0)` for a real `a`, any shape (identity permutation).
+fn axpy<B: Backend>(
+    be: &B,
+    y: &mut B::Tensor,
+    x: &B::Tensor,
+    a: f64,
+    accumulate: bool,
+) -> Result<()> {
+    let dtype = be.dtype(y);
+    let p = Permutation::identity(be.dims(y).len());
+    let (alpha, beta) = (
+        DynScalar::from_c64(Complex64::new(a, 0.0), dtype),
+        DynScalar::from_c64(Complex64::new(accumulate as u8 as f64, 0.0), dtype),
+    );
+    be.add(y, x, &p, Conj::No, alpha, beta)
+}
