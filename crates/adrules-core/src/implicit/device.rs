@@ -13,9 +13,9 @@
 //! crosses the other way are the coefficients α, β, `s` of `add` and `scale`, as arguments.
 //! The small least-squares problem of GMRES (the `(p+1)×p` Hessenberg matrix, its Givens
 //! rotations, the back substitution) is on the host, in the element type of the data
-//! (complex for complex data). GMRES itself is the workspace's one implementation
-//! (`gmres.rs`), the host solver's too, run here over the backend's tensors (this file's
-//! `KrylovSpace` implementation); the scalars of CG are `f64`.
+//! (complex for complex data); the scalars of CG are `f64`. GMRES and CG themselves are the
+//! workspace's one implementations (`gmres.rs`, `cg.rs`), the host solver's too, run here
+//! over the backend's tensors (this file's `KrylovSpace` implementation).
 //!
 //! # Inner products per iteration
 //! - **GMRES**: `2j + 4` in Arnoldi step `j = 0, 1, …` of a cycle (`‖w‖`, two classical
@@ -37,9 +37,11 @@
 use std::marker::PhantomData;
 
 use super::ImplicitScalar;
-use super::gmres::{GmresLimits, KrylovSpace, gmres};
+use super::cg::{CgLimits, cg};
+use super::gmres::{GmresLimits, gmres};
 use super::maps::Structure;
 use super::solver::{Method, SolveStats, SolverOptions};
+use super::space::KrylovSpace;
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::scalar::{Complex32, Complex64, DType, DynScalar};
@@ -101,7 +103,7 @@ pub trait AdjointMaps<B: Backend> {
 ///   for solving linear systems", J. Res. Nat. Bur. Standards 49(6), 1952) on
 ///   `(A + λI)ᴴ` for a [`Structure::PositiveDefinite`] tag, on `−(A + λI)ᴴ` (right-hand side
 ///   `−rhs`) for a [`Structure::NegativeDefinite`] one, stopping on the recursive residual;
-///   the true residual is recomputed at the end.
+///   the true residual is recomputed at the end: the same implementation as the host CG.
 /// - [`Method::Auto`]: CG for a definite tag, else GMRES (there is no dense `A` here, whatever
 ///   `m`).
 ///
@@ -307,36 +309,9 @@ impl<B: Backend, T: ImplicitScalar> DeviceKrylov<'_, B, T> {
         })
     }
 
-    /// `y ← β·y + α·x`. When `y` shares storage with `x` (a map that returned its input) and
-    /// the backend refuses the aliasing, `y` is first replaced by a copy.
-    fn update(&self, y: &mut B::Tensor, x: &B::Tensor, alpha: T, beta: T) -> Result<()> {
-        let (a, b) = (alpha.to_dyn(), beta.to_dyn());
-        match self.be.add(y, x, &self.identity, Conj::No, a, b) {
-            Err(Error::Aliasing { .. }) => {
-                *y = self.scaled(y, T::one())?;
-                self.be.add(y, x, &self.identity, Conj::No, a, b)
-            }
-            other => other,
-        }
-    }
-
     /// `y ← y + α·x`.
     fn axpy(&self, y: &mut B::Tensor, x: &B::Tensor, alpha: T) -> Result<()> {
         self.update(y, x, alpha, T::one())
-    }
-
-    /// A new tensor `α·x`.
-    fn scaled(&self, x: &B::Tensor, alpha: T) -> Result<B::Tensor> {
-        let mut out = self.zeros()?;
-        self.be.add(
-            &mut out,
-            x,
-            &self.identity,
-            Conj::No,
-            alpha.to_dyn(),
-            T::zero().to_dyn(),
-        )?;
-        Ok(out)
     }
 
     /// `(A + λI)ᴴ·v = Aᴴ·v + λ·v`, with the shape and dtype of the product checked.
@@ -368,18 +343,9 @@ impl<B: Backend, T: ImplicitScalar> DeviceKrylov<'_, B, T> {
         Ok((r, norm))
     }
 
-    fn not_converged(&self, cg: bool, iterations: usize, residual: f64) -> Error {
-        Error::NotConverged {
-            arg: if cg { "CG" } else { "GMRES" }.into(),
-            iterations,
-            residual,
-            tolerance: self.tolerance,
-        }
-    }
-
-    /// Restarted GMRES from `x = 0` (the workspace's one GMRES,
-    /// [`gmres`](super::gmres::gmres), over this backend's tensors): returns the solution,
-    /// the iterations and the true relative residual. `b_norm = ‖b‖ > 0`.
+    /// Restarted GMRES from `x = 0` (the workspace's one GMRES, [`gmres`], over this
+    /// backend's tensors): returns the solution, the iterations and the true relative
+    /// residual. `b_norm = ‖b‖ > 0`.
     fn gmres(&self, b: &B::Tensor, b_norm: f64) -> Result<(B::Tensor, usize, f64)> {
         let limits = GmresLimits {
             tolerance: self.tolerance,
@@ -389,52 +355,16 @@ impl<B: Backend, T: ImplicitScalar> DeviceKrylov<'_, B, T> {
         gmres(self, limits, b, b_norm, self.zeros()?, b.clone(), b_norm)
     }
 
-    /// Conjugate gradients (Hestenes–Stiefel) from `x = 0` on the Hermitian positive-definite
-    /// `S = ±(A + λI)ᴴ` (`−` for a negative-definite tag) with right-hand side `±b`: returns
-    /// the solution, the iterations and the true relative residual. `b_norm = ‖b‖ > 0`.
+    /// Conjugate gradients from `x = 0` (the workspace's one CG, [`cg`], over this backend's
+    /// tensors) on `(A + λI)ᴴ`, or on `−(A + λI)ᴴ` for a negative-definite tag: returns the
+    /// solution, the iterations and the true relative residual. `b_norm = ‖b‖ > 0`.
     fn cg(&self, b: &B::Tensor, b_norm: f64) -> Result<(B::Tensor, usize, f64)> {
-        let sign = if self.negate { -1.0 } else { 1.0 };
-        let target = self.tolerance * b_norm;
-        let mut x = self.zeros()?;
-        let mut r = self.scaled(b, T::from_f64(sign))?;
-        let mut p = r.clone();
-        let mut rr = b_norm * b_norm;
-        let mut iterations = 0;
-        while rr.sqrt() > target {
-            if iterations >= self.max_iterations {
-                let residual = self.true_residual(b, &x)?.1 / b_norm;
-                return Err(self.not_converged(true, self.max_iterations, residual));
-            }
-            // q = (A + λI)ᴴ·p, so S·p = sign·q.
-            let q = self.apply_op(&p)?;
-            iterations += 1;
-            let pq = self.be.inner(&p, &q)?;
-            if !(pq.re().is_finite() && pq.im().is_finite()) {
-                return Err(non_finite_product("pᴴ·Aᴴ·p", pq));
-            }
-            let curvature = sign * pq.re();
-            if curvature <= 0.0 {
-                return Err(Error::Singular {
-                    arg: "CG".into(),
-                    reason: format!(
-                        "breakdown: pᴴ·A·p has the wrong sign, A is not {} definite",
-                        if self.negate { "negative" } else { "positive" }
-                    ),
-                });
-            }
-            let alpha = rr / curvature;
-            self.axpy(&mut x, &p, T::from_f64(alpha))?;
-            self.axpy(&mut r, &q, T::from_f64(-sign * alpha))?;
-            let rr_next = self.norm_of(&r)?.powi(2);
-            if !rr_next.is_finite() {
-                return Err(non_finite_product("‖r‖²", rr_next));
-            }
-            // p ← r + (‖r_next‖² / ‖r‖²)·p
-            self.update(&mut p, &r, T::one(), T::from_f64(rr_next / rr))?;
-            rr = rr_next;
-        }
-        let residual = self.true_residual(b, &x)?.1 / b_norm;
-        Ok((x, iterations, residual))
+        let limits = CgLimits {
+            tolerance: self.tolerance,
+            max_iterations: self.max_iterations,
+            negate: self.negate,
+        };
+        cg(self, limits, b, b_norm, self.zeros()?, b, b_norm)
     }
 }
 
@@ -467,8 +397,39 @@ impl<B: Backend, T: ImplicitScalar> KrylovSpace<T> for DeviceKrylov<'_, B, T> {
     fn apply(&self, basis: &Vec<B::Tensor>, j: usize) -> Result<B::Tensor> {
         self.apply_op(&basis[j])
     }
+    fn apply_vector(&self, v: &B::Tensor) -> Result<B::Tensor> {
+        self.apply_op(v)
+    }
+    fn scaled(&self, x: &B::Tensor, alpha: T) -> Result<B::Tensor> {
+        let mut out = self.zeros()?;
+        self.be.add(
+            &mut out,
+            x,
+            &self.identity,
+            Conj::No,
+            alpha.to_dyn(),
+            T::zero().to_dyn(),
+        )?;
+        Ok(out)
+    }
+    /// When `y` shares storage with `x` (a map that returned its input) and the backend
+    /// refuses the aliasing, `y` is first replaced by a copy.
+    fn update(&self, y: &mut B::Tensor, x: &B::Tensor, alpha: T, beta: T) -> Result<()> {
+        let (a, b) = (alpha.to_dyn(), beta.to_dyn());
+        match self.be.add(y, x, &self.identity, Conj::No, a, b) {
+            Err(Error::Aliasing { .. }) => {
+                *y = self.scaled(y, T::one())?;
+                self.be.add(y, x, &self.identity, Conj::No, a, b)
+            }
+            other => other,
+        }
+    }
     fn norm(&self, x: &B::Tensor) -> Result<f64> {
         self.norm_of(x)
+    }
+    fn real_inner(&self, x: &B::Tensor, y: &B::Tensor) -> Result<f64> {
+        let s = self.be.inner(x, y)?;
+        Ok(if s.im().is_finite() { s.re() } else { f64::NAN })
     }
     fn project(&self, basis: &Vec<B::Tensor>, w: &mut B::Tensor, d: &mut [T]) -> Result<()> {
         for (d, v) in d.iter_mut().zip(basis) {

@@ -1,7 +1,8 @@
-//! Restarted GMRES, written once over a small vector-space trait ([`KrylovSpace`]) that the
-//! host's slices (`krylov.rs`, over [`LinearMaps`](super::LinearMaps)) and a backend's
-//! tensors (`device.rs`, over [`AdjointMaps`](super::device::AdjointMaps)) both implement,
-//! as KrylovKit.jl's solvers are written once over VectorInterface.jl.
+//! Restarted GMRES, written once over the small vector-space trait [`KrylovSpace`]
+//! (`space.rs`, shared with CG in `cg.rs`) that the host's slices (`krylov.rs`, over
+//! [`LinearMaps`](super::LinearMaps)) and a backend's tensors (`device.rs`, over
+//! [`AdjointMaps`](super::device::AdjointMaps)) both implement, as KrylovKit.jl's solvers
+//! are written once over VectorInterface.jl.
 //!
 //! # Algorithm
 //! Saad & Schultz, "GMRES: A generalized minimal residual algorithm for solving nonsymmetric
@@ -21,42 +22,9 @@
 use faer::Mat;
 
 use super::ImplicitScalar;
+use super::space::KrylovSpace;
 use crate::error::{Error, Result};
 use crate::scalar::{RealScalar, Scalar};
-
-/// The vector operations GMRES needs, on vectors of one length `m` and element type `T`.
-///
-/// The basis is the space's own storage (contiguous on the host, so that a Gram–Schmidt
-/// pass is two GEMVs; a list of tensors on a device). Every method may fail (an engine's
-/// error, a product with a non-finite entry); GMRES returns the error unchanged.
-pub(crate) trait KrylovSpace<T: ImplicitScalar> {
-    /// A vector of length `m`.
-    type Vector;
-    /// Up to `p + 1` orthonormal vectors, in the order pushed.
-    type Basis;
-
-    /// An empty basis with room for `capacity` vectors.
-    fn basis(&self, capacity: usize) -> Self::Basis;
-    /// Empties `basis` (its storage is reused by the next cycle).
-    fn clear(&self, basis: &mut Self::Basis);
-    /// Appends `α·v` to `basis`, `v` left as it was (the start of a cycle).
-    fn push_scaled(&self, basis: &mut Self::Basis, v: &Self::Vector, alpha: T) -> Result<()>;
-    /// Appends `α·w` to `basis`, consuming `w` (an Arnoldi vector).
-    fn push_normalized(&self, basis: &mut Self::Basis, w: Self::Vector, alpha: T) -> Result<()>;
-    /// `op·v_j` for basis vector `j` (the operator of the system, shifts included).
-    fn apply(&self, basis: &Self::Basis, j: usize) -> Result<Self::Vector>;
-    /// `‖x‖₂`; non-finite when `x` has a non-finite entry.
-    fn norm(&self, x: &Self::Vector) -> Result<f64>;
-    /// One classical Gram–Schmidt pass against every vector of `basis`: `d = Vᴴ·w`, then
-    /// `w ← w − V·d` (`d.len()` = the basis's length).
-    fn project(&self, basis: &Self::Basis, w: &mut Self::Vector, d: &mut [T]) -> Result<()>;
-    /// `x ← x + V[.., ..y.len()]·y`.
-    fn combine(&self, x: &mut Self::Vector, basis: &Self::Basis, y: &[T]) -> Result<()>;
-    /// `r = b − op·x` and `‖r‖₂`.
-    fn residual(&self, b: &Self::Vector, x: &Self::Vector) -> Result<(Self::Vector, f64)>;
-    /// The error of an operator product `what` with a non-finite value.
-    fn non_finite(&self, what: &str, value: f64) -> Error;
-}
 
 /// The limits of one GMRES solve.
 #[derive(Clone, Copy, Debug)]

@@ -1,25 +1,20 @@
-//! Matrix-free solvers on the host: restarted GMRES (the workspace's one GMRES,
-//! `gmres.rs`, over this file's `HostSpace`; faer has none) and conjugate gradients
-//! (faer's). Both solve one right-hand side at a time, so that the tolerance is a relative
-//! residual per right-hand side.
+//! Matrix-free solvers on the host: restarted GMRES and conjugate gradients, the workspace's
+//! one implementations (`gmres.rs`, `cg.rs`; faer has no GMRES), run over this file's
+//! `HostSpace`. Both solve one right-hand side at a time, so that the tolerance is a
+//! relative residual per right-hand side.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use faer::dyn_stack::{MemBuffer, MemStack, StackReq};
-use faer::matrix_free::conjugate_gradient::{
-    CgError, CgParams, conjugate_gradient, conjugate_gradient_scratch,
-};
-use faer::matrix_free::{IdentityPrecond, InitialGuessStatus, LinOp};
-use faer::traits::ComplexField;
-use faer::traits::math_utils::from_f64;
-use faer::{Accum, MatMut, MatRef, Par};
+use faer::{Accum, Par};
 
 use super::ImplicitScalar;
-use super::gmres::{GmresLimits, KrylovSpace, gmres};
+use super::cg::{CgLimits, cg};
+use super::gmres::{GmresLimits, gmres};
 use super::maps::{LinearMaps, block, block_mut};
-use super::solver::{Factorization, SolveStats, System, norm, relative_residuals};
+use super::solver::{Factorization, SolveStats, System, norm};
+use super::space::KrylovSpace;
 use crate::error::{Error, Result};
-use crate::scalar::Scalar;
+use crate::scalar::{RealScalar, Scalar};
 
 /// A matrix-free solver bound to the maps of one linearization.
 pub(crate) struct Krylov<T: ImplicitScalar> {
@@ -68,20 +63,10 @@ impl<T: ImplicitScalar> Krylov<T> {
         Ok(())
     }
 
-    fn not_converged(&self, iterations: usize, residual: f64) -> Error {
-        Error::NotConverged {
-            arg: if self.cg { "CG" } else { "GMRES" }.into(),
-            iterations,
-            residual,
-            tolerance: self.tolerance,
-        }
-    }
-
-    /// Restarted GMRES on one right-hand side (the workspace's one GMRES,
-    /// [`gmres`](super::gmres::gmres), over the host space [`HostSpace`]); returns the
-    /// iterations used and the true relative residual reached. `x` holds the initial guess
-    /// when `warm`, else zeros.
-    fn gmres(&self, system: System, b: &[T], x: &mut [T], warm: bool) -> Result<(usize, f64)> {
+    /// GMRES or CG (the workspace's one implementations, [`gmres`] and [`cg`], over the host
+    /// space [`HostSpace`]) on one right-hand side; returns the iterations used and the true
+    /// relative residual reached. `x` holds the initial guess when `warm`, else zeros.
+    fn solve_one(&self, system: System, b: &[T], x: &mut [T], warm: bool) -> Result<(usize, f64)> {
         let b_norm = norm(b);
         if !b_norm.is_finite() {
             return Err(Error::invalid(
@@ -104,66 +89,23 @@ impl<T: ImplicitScalar> Krylov<T> {
         } else {
             (b.clone(), b_norm)
         };
-        let limits = GmresLimits {
-            tolerance: self.tolerance,
-            max_iterations: self.max_iterations,
-            restart: self.restart,
+        let (solution, iterations, residual) = if self.cg {
+            let limits = CgLimits {
+                tolerance: self.tolerance,
+                max_iterations: self.max_iterations,
+                negate: self.negate,
+            };
+            cg(&space, limits, &b, b_norm, x.to_vec(), &r, beta)?
+        } else {
+            let limits = GmresLimits {
+                tolerance: self.tolerance,
+                max_iterations: self.max_iterations,
+                restart: self.restart,
+            };
+            gmres(&space, limits, &b, b_norm, x.to_vec(), r, beta)?
         };
-        let (solution, iterations, residual) =
-            gmres(&space, limits, &b, b_norm, x.to_vec(), r, beta)?;
         x.copy_from_slice(&solution);
         Ok((iterations, residual))
-    }
-
-    /// Conjugate gradients (faer) on `A` or `−A`, for one right-hand side.
-    fn cg(&self, system: System, b: &[T], x: &mut [T]) -> Result<usize> {
-        let m = b.len();
-        let sign = if self.negate { -T::one() } else { T::one() };
-        let rhs: Vec<T> = b.iter().map(|&v| sign * v).collect();
-        let op = CgOperator {
-            krylov: self,
-            system,
-            sign,
-            error: Mutex::new(None),
-        };
-        let params = CgParams::<<T as ComplexField>::Real> {
-            initial_guess: InitialGuessStatus::MaybeNonZero,
-            abs_tolerance: from_f64(0.0),
-            rel_tolerance: from_f64(self.tolerance),
-            max_iters: self.max_iterations,
-            ..Default::default()
-        };
-        let precond = IdentityPrecond { dim: m };
-        let par = Par::Seq;
-        let mut mem = MemBuffer::new(conjugate_gradient_scratch(precond, &op, 1, par));
-        let result = conjugate_gradient(
-            block_mut(x, m, 1),
-            precond,
-            &op,
-            block(&rhs, m, 1),
-            params,
-            |_| {},
-            par,
-            MemStack::new(&mut mem),
-        );
-        if let Some(e) = op.error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-            return Err(e);
-        }
-        match result {
-            Ok(info) => Ok(info.iter_count),
-            Err(CgError::NoConvergence { .. }) => {
-                let mut r = vec![T::zero(); m];
-                self.residual(system, b, x, &mut r)?;
-                Err(self.not_converged(self.max_iterations, norm(&r) / norm(b)))
-            }
-            Err(_) => Err(Error::Singular {
-                arg: "CG".into(),
-                reason: format!(
-                    "breakdown: pᴴ·A·p has the wrong sign, A is not {} definite",
-                    if self.negate { "negative" } else { "positive" }
-                ),
-            }),
-        }
     }
 }
 
@@ -182,6 +124,13 @@ struct HostBasis<T> {
 }
 
 impl<T: ImplicitScalar> HostSpace<'_, T> {
+    /// `op(A + λI)·v`, the entries checked finite.
+    fn apply_slice(&self, v: &[T]) -> Result<Vec<T>> {
+        let mut w = vec![T::zero(); self.m];
+        self.krylov.apply(self.system, v, &mut w, 1)?;
+        Ok(w)
+    }
+
     fn push(&self, basis: &mut HostBasis<T>, v: &[T], alpha: T) {
         let m = self.m;
         basis.data[basis.len * m..(basis.len + 1) * m]
@@ -215,13 +164,33 @@ impl<T: ImplicitScalar> KrylovSpace<T> for HostSpace<'_, T> {
     }
     fn apply(&self, basis: &HostBasis<T>, j: usize) -> Result<Vec<T>> {
         let m = self.m;
-        let mut w = vec![T::zero(); m];
-        self.krylov
-            .apply(self.system, &basis.data[j * m..(j + 1) * m], &mut w, 1)?;
-        Ok(w)
+        self.apply_slice(&basis.data[j * m..(j + 1) * m])
+    }
+    fn apply_vector(&self, v: &Vec<T>) -> Result<Vec<T>> {
+        self.apply_slice(v)
+    }
+    fn scaled(&self, v: &Vec<T>, alpha: T) -> Result<Vec<T>> {
+        Ok(v.iter().map(|&v| alpha * v).collect())
+    }
+    fn update(&self, y: &mut Vec<T>, x: &Vec<T>, alpha: T, beta: T) -> Result<()> {
+        y.iter_mut()
+            .zip(x)
+            .for_each(|(y, &x)| *y = beta * *y + alpha * x);
+        Ok(())
     }
     fn norm(&self, x: &Vec<T>) -> Result<f64> {
         Ok(norm(x))
+    }
+    fn real_inner(&self, x: &Vec<T>, y: &Vec<T>) -> Result<f64> {
+        // Σ Re(conj(x_i)·y_i) = Σ (Re x_i·Re y_i + Im x_i·Im y_i), in f64
+        let f = |v: T| (Scalar::re(v).to_f64(), Scalar::im(v).to_f64());
+        Ok(x.iter()
+            .zip(y)
+            .map(|(&x, &y)| {
+                let ((xr, xi), (yr, yi)) = (f(x), f(y));
+                xr * yr + xi * yi
+            })
+            .sum())
     }
     fn project(&self, basis: &HostBasis<T>, w: &mut Vec<T>, d: &mut [T]) -> Result<()> {
         let (m, len) = (self.m, basis.len);
@@ -284,25 +253,12 @@ impl<T: ImplicitScalar> Factorization<T> for Krylov<T> {
             x.fill(T::zero());
         }
         let mut iterations = 0;
-        // GMRES ends on a true residual; CG's is recursive, so recompute it.
         let mut residuals = Vec::with_capacity(k);
         for j in 0..k {
             let (b, xj) = (&rhs[j * m..(j + 1) * m], &mut x[j * m..(j + 1) * m]);
-            let used = if self.cg {
-                self.cg(system, b, xj)?
-            } else {
-                let (used, residual) = self.gmres(system, b, xj, warm_start)?;
-                residuals.push(residual);
-                used
-            };
+            let (used, residual) = self.solve_one(system, b, xj, warm_start)?;
             iterations = iterations.max(used);
-        }
-        if self.cg {
-            let mut ax = vec![T::zero(); m * k];
-            if m > 0 && k > 0 {
-                self.apply(system, x, &mut ax, k)?;
-            }
-            residuals = relative_residuals(rhs, &ax, m, k);
+            residuals.push(residual);
         }
         Ok(SolveStats {
             solver: if self.cg { "cg" } else { "gmres" },
@@ -310,69 +266,5 @@ impl<T: ImplicitScalar> Factorization<T> for Krylov<T> {
             residuals,
             failure: None,
         })
-    }
-}
-
-/// `sign·op(A + λI)` as a faer operator. faer's operators cannot fail: the first error of
-/// the maps is kept here, the output is zeroed (which stops CG at once) and the error is
-/// returned after CG.
-struct CgOperator<'a, T: ImplicitScalar> {
-    krylov: &'a Krylov<T>,
-    system: System,
-    sign: T,
-    error: Mutex<Option<Error>>,
-}
-
-impl<T: ImplicitScalar> std::fmt::Debug for CgOperator<'_, T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CgOperator")
-            .field("system", &self.system)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<T: ImplicitScalar> CgOperator<'_, T> {
-    fn apply_conj(&self, mut out: MatMut<'_, T>, rhs: MatRef<'_, T>, conj: bool) {
-        let (m, k) = (rhs.nrows(), rhs.ncols());
-        let c = |v: T| if conj { Scalar::conj(v) } else { v };
-        let input: Vec<T> = (0..k)
-            .flat_map(|j| (0..m).map(move |i| (i, j)))
-            .map(|(i, j)| c(rhs[(i, j)]))
-            .collect();
-        let mut output = vec![T::zero(); m * k];
-        let mut error = self.error.lock().unwrap_or_else(|p| p.into_inner());
-        if error.is_none()
-            && let Err(e) = self.krylov.apply(self.system, &input, &mut output, k)
-        {
-            *error = Some(e);
-        }
-        let failed = error.is_some();
-        for j in 0..k {
-            for i in 0..m {
-                out[(i, j)] = if failed {
-                    T::zero()
-                } else {
-                    c(self.sign * output[j * m + i])
-                };
-            }
-        }
-    }
-}
-
-impl<T: ImplicitScalar> LinOp<T> for CgOperator<'_, T> {
-    fn apply_scratch(&self, _rhs_ncols: usize, _par: Par) -> StackReq {
-        StackReq::EMPTY
-    }
-    fn nrows(&self) -> usize {
-        self.krylov.maps.num_unknowns()
-    }
-    fn ncols(&self) -> usize {
-        self.krylov.maps.num_unknowns()
-    }
-    fn apply(&self, out: MatMut<'_, T>, rhs: MatRef<'_, T>, _par: Par, _stack: &mut MemStack) {
-        self.apply_conj(out, rhs, false);
-    }
-    fn conj_apply(&self, out: MatMut<'_, T>, rhs: MatRef<'_, T>, _par: Par, _stack: &mut MemStack) {
-        self.apply_conj(out, rhs, true);
     }
 }

@@ -123,6 +123,7 @@
 //! inconsistent (GMRES breakdown, CG curvature); a consistent singular system is solved.
 //! The dense solvers always detect it.
 
+mod cg;
 mod conditions;
 mod dense;
 pub mod device;
@@ -133,6 +134,7 @@ mod krylov;
 mod maps;
 mod network;
 mod solver;
+mod space;
 mod vjp;
 
 pub use conditions::{Conditions, Point};

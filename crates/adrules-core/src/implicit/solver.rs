@@ -100,8 +100,10 @@ pub enum Method {
     /// Matrix-free restarted GMRES(`restart`) (Saad & Schultz 1986), with classical
     /// Gram–Schmidt applied twice and complex Givens rotations; one vector at a time.
     Gmres,
-    /// Matrix-free conjugate gradients (faer's implementation) on `A` or `−A`, for a definite
-    /// tag; one vector at a time.
+    /// Matrix-free conjugate gradients (Hestenes & Stiefel 1952) on `A` or `−A`, for a
+    /// definite tag, stopping on the recursive residual `‖r‖ ≤ tolerance·‖b‖`; one vector
+    /// at a time (the same implementation as the backend solve,
+    /// [`device::solve_adjoint`](super::device::solve_adjoint)).
     Cg,
 }
 
