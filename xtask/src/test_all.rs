@@ -7,7 +7,8 @@
 //!    `-D warnings` on every target, then every package's tests (one integration-test binary
 //!    per package, the unit tests, the benches in test mode; among them the fuzz package's,
 //!    which fuzzes 3,200 inputs (at least 100 per target) and replays the saved reproducers), then every
-//!    package's doc tests;
+//!    package's doc tests, then rustdoc with `-D warnings` on every package but `xtask`
+//!    (broken intra-doc links, public docs that link private items);
 //! 3. for each **other feature set of the facade** `adrules` (no default features, the
 //!    defaults, each adapter on top of the defaults): clippy `-D warnings` on every target of
 //!    the workspace, and the tests of what those features change: the facade's test binary
@@ -182,6 +183,15 @@ pub fn test_all() -> Result<(), String> {
     let mut doc = cargo();
     doc.args(["test", "--workspace", "--doc"]).args(union);
     commands.push(doc);
+    // Broken intra-doc links and public docs linking private items fail the run. `xtask` is
+    // left out: it is no library, and rustdoc reads its `mod bench` as ambiguous with the
+    // built-in `#[bench]` attribute.
+    let mut rustdoc = cargo();
+    rustdoc
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .args(["doc", "--workspace", "--exclude", "xtask", "--no-deps"])
+        .args(union);
+    commands.push(rustdoc);
     for set in facade_sets {
         let mut clippy = cargo();
         clippy

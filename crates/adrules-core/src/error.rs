@@ -250,17 +250,17 @@ impl Error {
 /// return a message-less `CpuError`).
 ///
 /// # Design
-/// An adapter records a node with a [`BackwardReporter`] taken on the thread that builds the
-/// graph ([`BackwardReporter::current`]). When the node's backward fails (on whatever thread
+/// An adapter records a node with a [`BackwardReporter`](backward::BackwardReporter) taken on the thread that builds the
+/// graph ([`BackwardReporter::current`](backward::BackwardReporter::current)). When the node's backward fails (on whatever thread
 /// the engine runs it), the adapter hands the typed error to the reporter and gives the
 /// engine what it can take (NaN-filled cotangents for burn, so no gradient is silently wrong;
 /// `CpuError::WrongNumElements` for dfdx, which stops the pass). The error, message kept, is
-/// then read on the thread that built the graph with [`take_backward_errors`], which every
+/// then read on the thread that built the graph with [`take_backward_errors`](backward::take_backward_errors), which every
 /// adapter re-exports under that name; each adapter's `try_backward` runs the backward pass
 /// and returns the first such error as `Err`. Errors reported for graphs built on other
 /// threads are not seen, so concurrent training loops do not take each other's errors.
 ///
-/// Unread errors are kept up to [`BACKWARD_ERROR_LIMIT`] per thread (oldest dropped first).
+/// Unread errors are kept up to [`BACKWARD_ERROR_LIMIT`](backward::BACKWARD_ERROR_LIMIT) per thread (oldest dropped first).
 pub mod backward {
     use std::collections::HashMap;
     use std::sync::{Mutex, PoisonError};

@@ -20,9 +20,9 @@
 //! `rrule` or `frule` written into the caller's C, `NetworkPlan::execute_into`) are the BLAS
 //! layer: they write the caller's buffer with IEEE arithmetic and are not checked, since a
 //! check after the write could not give the buffer back. Call
-//! [`Backend::all_finite`](crate::Backend::all_finite) on the result where it matters.
+//! [`Backend::all_finite`] on the result where it matters.
 //!
-//! The check is one pass over each output ([`Backend::all_finite`](crate::Backend::all_finite));
+//! The check is one pass over each output ([`Backend::all_finite`]);
 //! the inputs are scanned only when an output fails it.
 
 use crate::backend::Backend;

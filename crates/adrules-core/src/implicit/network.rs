@@ -52,7 +52,7 @@ struct Term {
 }
 
 /// Conditions `c(x, y) = Σ_k γ_k · N_k(operands_k)` given as tensor networks (see the
-/// [module documentation](self)); implements [`Conditions`] for every element type the
+/// [`implicit`](crate::implicit) module); implements [`Conditions`] for every element type the
 /// backend stores.
 #[derive(Clone, Debug)]
 pub struct NetworkConditions<B: Backend> {

@@ -59,7 +59,7 @@ pub trait ConditionsVjp<T: ImplicitScalar>: Send + Sync {
     fn vjp(&self, u: &[T], y_bar: Option<&mut [T]>, x_bar: Option<&mut [T]>) -> Result<()>;
 }
 
-/// The four linear maps from a [`ConditionsVjp`] (see the [module documentation](self)):
+/// The four linear maps from a [`ConditionsVjp`] (see the [`implicit`](crate::implicit) module):
 /// adjoint maps by one reverse pass per vector, forward maps from Jacobians assembled once
 /// from `m` reverse passes, `dense_a` only once assembled.
 pub struct VjpMaps<T: ImplicitScalar, V> {

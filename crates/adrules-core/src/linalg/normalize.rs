@@ -75,7 +75,7 @@ pub fn normalize_rrule<B: Backend>(
 }
 
 /// [`normalize`] with its tangent along `ẋ`: `(x̂, ‖x‖)`, `(d/dt) x̂` and `ṅ` (see the
-/// [module](self) for the formula).
+/// [`NormalizePullback::tangent`] for the formula).
 ///
 /// # Errors
 /// As [`normalize`]; [`Error::ShapeMismatch`] or [`Error::DTypeMismatch`] naming `"x_dot"`

@@ -104,7 +104,7 @@ pub struct SliceMemory {
     pub handles: f64,
 }
 
-/// A network contracted slice by slice (see the [module docs](self)): a plan for one slice,
+/// A network contracted slice by slice (see [`SlicedPlan::new`] and the [`network`](crate::network) module): a plan for one slice,
 /// the sliced labels and their dimensions. Built by [`SlicedPlan::new`] for a
 /// [`MemoryTarget`]; executed, differentiated (pullback, pushforward, HVP) and run on the
 /// rayon pool by the methods of `run.rs`.
@@ -458,7 +458,7 @@ impl SlicedPlan {
     }
 
     /// One slice's temporaries in bytes for operands of `dtype`: `(forward, gradient)`, the
-    /// estimates [`MemoryTarget::Bytes`] bounds (see [`bytes`]).
+    /// estimates [`MemoryTarget::Bytes`] bounds (see the `bytes` estimate).
     pub fn slice_bytes(&self, dtype: DType) -> (f64, f64) {
         bytes(&self.memory, dtype)
     }
