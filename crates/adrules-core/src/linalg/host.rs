@@ -8,8 +8,9 @@
 
 use faer::{Mat, MatRef, Side};
 
-use super::batch::{by_dtype, join, join_real, matrix_dims, split};
+use super::batch::{by_dtype, matrix_dims, split};
 use super::common::{abs, cj, max_abs, pow2_scale, re, real, scaled, unscaled};
+use super::driver::per_matrix;
 use crate::error::{Error, Result};
 use crate::host::HostTensor;
 use crate::scalar::{ImplicitScalar, eps};
@@ -63,19 +64,11 @@ fn host_svd_t<T: ImplicitScalar>(a: &HostTensor, mode: SvdMode) -> Result<[HostT
     let k = m.min(n);
     let mats = split::<T>(a, "a", true)?;
     let full = mode == SvdMode::Full;
-    let (mut us, mut ss, mut vhs) = (Vec::new(), Vec::new(), Vec::new());
-    for x in &mats {
-        let (u, s, v) = svd_matrix(x.as_ref(), full)?;
-        us.push(u);
-        ss.push(s);
-        vhs.push(v.adjoint().to_owned());
-    }
     let (ku, kv) = if full { (m, n) } else { (k, k) };
-    Ok([
-        join("u", &batch, m, ku, &us)?,
-        join_real("s", &batch, k, &ss, T::DTYPE.real())?,
-        join("vh", &batch, kv, n, &vhs)?,
-    ])
+    per_matrix::<T, _>(&batch, (("u", m, ku), ("s", k), ("vh", kv, n)), |b| {
+        let (u, s, v) = svd_matrix(mats[b].as_ref(), full)?;
+        Ok((u, s, v.adjoint().to_owned()))
+    })
 }
 
 /// One matrix: `(U, s, V)` with `U: m×k` or `m×m`, `V: n×k` or `n×n`.
@@ -120,17 +113,11 @@ fn host_qr_t<T: ImplicitScalar>(a: &HostTensor, mode: QrMode) -> Result<[HostTen
     let (batch, m, n) = matrix_dims(a.dims(), "a")?;
     let k = m.min(n);
     let complete = mode == QrMode::Complete;
-    let (mut qs, mut rs) = (Vec::new(), Vec::new());
-    for x in &split::<T>(a, "a", true)? {
-        let (q, r) = qr_matrix(x.as_ref(), complete);
-        qs.push(q);
-        rs.push(r);
-    }
+    let mats = split::<T>(a, "a", true)?;
     let (kq, kr) = if complete { (m, m) } else { (k, k) };
-    Ok([
-        join("q", &batch, m, kq, &qs)?,
-        join("r", &batch, kr, n, &rs)?,
-    ])
+    per_matrix::<T, _>(&batch, (("q", m, kq), ("r", kr, n)), |b| {
+        Ok(qr_matrix(mats[b].as_ref(), complete))
+    })
 }
 
 fn qr_matrix<T: ImplicitScalar>(a: MatRef<'_, T>, complete: bool) -> (Mat<T>, Mat<T>) {
@@ -197,8 +184,9 @@ fn host_eigh_t<T: ImplicitScalar>(a: &HostTensor) -> Result<[HostTensor; 2]> {
         want.extend([n, n]);
         return Err(Error::shape("a", &want, a.dims()));
     }
-    let (mut ls, mut vs) = (Vec::new(), Vec::new());
-    for (b, x) in split::<T>(a, "a", true)?.iter().enumerate() {
+    let mats = split::<T>(a, "a", true)?;
+    per_matrix::<T, _>(&batch, (("values", n), ("vectors", n, n)), |b| {
+        let x = &mats[b];
         let big = max_abs(x.as_ref());
         let mut skew = 0.0f64;
         for j in 0..n {
@@ -217,9 +205,7 @@ fn host_eigh_t<T: ImplicitScalar>(a: &HostTensor) -> Result<[HostTensor; 2]> {
         }
         let h = Mat::from_fn(n, n, |i, j| (x[(i, j)] + cj(x[(j, i)])) * real::<T>(0.5));
         if n == 0 {
-            ls.push(Vec::new());
-            vs.push(Mat::zeros(0, 0));
-            continue;
+            return Ok((Vec::new(), Mat::zeros(0, 0)));
         }
         let c = pow2_scale(big);
         let h = unscaled(h.as_ref(), c);
@@ -230,11 +216,7 @@ fn host_eigh_t<T: ImplicitScalar>(a: &HostTensor) -> Result<[HostTensor; 2]> {
                     message: format!("eigh of a {n}×{n} matrix: {e:?}"),
                 }
             })?;
-        ls.push(dec.S().column_vector().iter().map(|&x| re(x) * c).collect());
-        vs.push(dec.U().to_owned());
-    }
-    Ok([
-        join_real("values", &batch, n, &ls, T::DTYPE.real())?,
-        join("vectors", &batch, n, n, &vs)?,
-    ])
+        let values = dec.S().column_vector().iter().map(|&x| re(x) * c).collect();
+        Ok((values, dec.U().to_owned()))
+    })
 }

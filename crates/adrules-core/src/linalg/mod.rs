@@ -70,6 +70,7 @@ mod attach;
 pub(crate) mod batch;
 mod clustered;
 mod common;
+mod driver;
 mod eigh;
 mod host;
 mod normalize;

@@ -9,7 +9,7 @@ use adrules_core::linalg::{
     eigh_clustered_rrule, qr,
 };
 use adrules_core::{DType, Error, HostTensor};
-use adrules_testing::{FiniteDifference, Stencil, Value};
+use adrules_testing::conformance::linalg::clustered_tangent_vs_fd;
 use faer::Mat;
 
 const ALL: [DType; 4] = [DType::F32, DType::F64, DType::C32, DType::C64];
@@ -172,23 +172,6 @@ fn rules_are_adjoint() {
     }
 }
 
-/// `W`, `C'` of a `[N, N]` double-precision input, for finite differences.
-fn primal(x: &HostTensor, dtype: DType) -> adrules_core::Result<Value> {
-    let g = dev(&tensor(&secondary(dtype), wide(dtype)));
-    let out = eigh_clustered(&be(), &dev(x), &g, &options(dtype))?;
-    let (w, c) = (host(&out.basis), host(&out.corner));
-    let mut v = w.data().to_c64_vec();
-    v.extend(c.data().to_c64_vec());
-    let n = v.len();
-    Ok(Value::Tensor(
-        HostTensor::new(
-            &[n],
-            adrules_core::HostData::from_c64_projected(&v, wide(dtype)),
-        )
-        .unwrap(),
-    ))
-}
-
 /// The pushforward against central differences of `W` and `C'`, near-degenerate
 /// (splittings `10⁻⁵`, far below the step's effect on nothing but the inner rotation, which
 /// `G` fixes) and exactly degenerate, real and complex.
@@ -209,27 +192,15 @@ fn tangent_matches_finite_differences() {
                 RuleOptions::default(),
             )
             .unwrap();
-            let mut got = host(&tan.basis).data().to_c64_vec();
-            got.extend(host(&tan.corner).data().to_c64_vec());
-            let fd = FiniteDifference {
-                stencil: Stencil::Central4,
-                step: 1e-4,
-            };
-            let want = fd
-                .jvp(
-                    |x| primal(x[0].tensor("a")?, dtype),
-                    &[Value::Tensor(a.clone())],
-                    &[Value::Tensor(a_dot.clone())],
-                )
-                .unwrap()
-                .to_c64_vec();
-            let err: f64 = got
-                .iter()
-                .zip(&want)
-                .map(|(p, q)| (p - q).norm_sqr())
-                .sum::<f64>()
-                .sqrt();
-            let size: f64 = want.iter().map(|q| q.norm_sqr()).sum::<f64>().sqrt();
+            let (err, size) = clustered_tangent_vs_fd(
+                &be(),
+                &a,
+                &a_dot,
+                &g,
+                &options(dtype),
+                [&host(&tan.basis), &host(&tan.corner)],
+            )
+            .unwrap();
             assert!(size > 1e-2, "{dtype}: a trivial direction");
             assert!(
                 err < 1e-7 * size,

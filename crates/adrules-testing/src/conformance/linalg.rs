@@ -537,39 +537,64 @@ fn clustered<B: Backend>(ctx: &mut Ctx<'_, B>, rng: &mut Rng, dtype: DType) -> R
         format!("{dtype} clustered eigh: adjoint identity {lhs} vs {rhs}")
     });
     if dtype.is_double() {
-        let f = |x: &[crate::Value]| -> Result<crate::Value> {
-            let o = eigh_clustered(ctx.be, &ctx.dev(x[0].tensor("a")?)?, &dg, &opts)?;
-            let mut v = ctx.host(&o.basis)?.data().to_c64_vec();
-            v.extend(ctx.host(&o.corner)?.data().to_c64_vec());
-            let len = v.len();
-            Ok(crate::Value::Tensor(HostTensor::new(
-                &[len],
-                HostData::from_c64_projected(&v, wide),
-            )?))
-        };
-        let fd = crate::FiniteDifference {
-            stencil: crate::Stencil::Central4,
-            step: 1e-4,
-        };
-        let want = fd
-            .jvp(
-                f,
-                &[crate::Value::Tensor(a.clone())],
-                &[crate::Value::Tensor(a_dot.clone())],
-            )?
-            .to_c64_vec();
-        let mut got = tw.data().to_c64_vec();
-        got.extend(tc.data().to_c64_vec());
-        let err: f64 = got
-            .iter()
-            .zip(&want)
-            .map(|(p, q)| (p - q).norm_sqr())
-            .sum::<f64>()
-            .sqrt();
-        let size: f64 = want.iter().map(|q| q.norm_sqr()).sum::<f64>().sqrt();
+        let (err, size) = clustered_tangent_vs_fd(ctx.be, &a, &a_dot, &dg, &opts, [&tw, &tc])?;
         ctx.expect(err <= 1e-6 * size, || {
             format!("{dtype} clustered eigh: tangent vs finite differences {err:e} (|fd| {size:e})")
         });
     }
     Ok(())
+}
+
+/// The pushforward of [`eigh_clustered`] against central differences: `(‖got − J·ȧ‖,
+/// ‖J·ȧ‖)` for the tangents `got = [Ẇ, Ċ']` (host copies, row-major, concatenated) of
+/// `eigh_clustered(be, a, g, opts)` at `a` along `a_dot`, with `J·ȧ` by fourth-order central
+/// differences of step `10⁻⁴`, evaluated in double precision (`a` and `a_dot` are widened:
+/// give `g` and `opts.reference` in a dtype that converts to the widened `a`'s).
+///
+/// # Errors
+/// Those of [`eigh_clustered`] at the stencil's points and of the backend's transfers.
+pub fn clustered_tangent_vs_fd<B: Backend>(
+    be: &B,
+    a: &HostTensor,
+    a_dot: &HostTensor,
+    g: &B::Tensor,
+    opts: &ClusterOptions,
+    [basis_dot, corner_dot]: [&HostTensor; 2],
+) -> Result<(f64, f64)> {
+    let wide = if a.dtype().is_complex() {
+        DType::C64
+    } else {
+        DType::F64
+    };
+    let f = |x: &[crate::Value]| -> Result<crate::Value> {
+        let o = eigh_clustered(be, &be.from_host(x[0].tensor("a")?.clone())?, g, opts)?;
+        let mut v = be.to_host(&o.basis)?.data().to_c64_vec();
+        v.extend(be.to_host(&o.corner)?.data().to_c64_vec());
+        let len = v.len();
+        Ok(crate::Value::Tensor(HostTensor::new(
+            &[len],
+            HostData::from_c64_projected(&v, wide),
+        )?))
+    };
+    let fd = crate::FiniteDifference {
+        stencil: crate::Stencil::Central4,
+        step: 1e-4,
+    };
+    let want = fd
+        .jvp(
+            f,
+            &[crate::Value::Tensor(a.clone())],
+            &[crate::Value::Tensor(a_dot.clone())],
+        )?
+        .to_c64_vec();
+    let mut got = basis_dot.data().to_c64_vec();
+    got.extend(corner_dot.data().to_c64_vec());
+    let err: f64 = got
+        .iter()
+        .zip(&want)
+        .map(|(p, q)| (p - q).norm_sqr())
+        .sum::<f64>()
+        .sqrt();
+    let size: f64 = want.iter().map(|q| q.norm_sqr()).sum::<f64>().sqrt();
+    Ok((err, size))
 }

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use faer::{Mat, Side};
 
 use super::RuleOptions;
-use super::batch::{by_dtype, join, join_real, matrix_dims, split};
+use super::batch::{by_dtype, matrix_dims, split};
 use super::common::{abs, cj, max_abs, mm};
+use super::driver::{per_matrix, try_map};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::host::HostTensor;
@@ -229,7 +230,7 @@ pub fn eigh_clustered_rrule<B: Backend>(
         .transpose()?;
     let ah = be.to_host(a)?;
     let [l, v] = be.eigh(a)?;
-    let (l, v) = (be.to_host(&l)?, be.to_host(&v)?);
+    let [l, v] = try_map([&l, &v], |t| be.to_host(t))?;
     let parts = by_dtype!(dtype, decompose(&ah, &l, &v, &gh, r.as_ref(), opts, &batch))?;
     let pb = ClusteredEighPullback {
         be: be.clone(),
@@ -240,10 +241,11 @@ pub fn eigh_clustered_rrule<B: Backend>(
         info: parts.info.clone(),
         factors: parts.factors,
     };
+    let [basis, corner, values] = try_map(parts.outputs, |h| be.from_host(h))?;
     let out = ClusteredEigh {
-        basis: be.from_host(parts.basis)?,
-        corner: be.from_host(parts.corner)?,
-        values: be.from_host(parts.values)?,
+        basis,
+        corner,
+        values,
         info: parts.info,
     };
     Ok((out, pb))
@@ -306,9 +308,8 @@ fn operand<B: Backend>(
 /// The primal's host outputs and the factors of the rules.
 struct Parts {
     k: usize,
-    basis: HostTensor,
-    corner: HostTensor,
-    values: HostTensor,
+    /// `W`, `C'` and the kept eigenvalues
+    outputs: [HostTensor; 3],
     info: Vec<ClusterInfo>,
     factors: Arc<dyn Any + Send + Sync>,
 }
@@ -566,25 +567,17 @@ fn decompose<T: ImplicitScalar>(
         });
     }
     let k = k_all.unwrap_or(0);
-    let corners: Vec<Mat<T>> = factors
-        .iter()
-        .map(|f| mm(f.w.adjoint(), f.hw.as_ref()))
-        .collect();
-    let ws: Vec<Mat<T>> = factors.iter().map(|f| f.w.clone()).collect();
-    let values: Vec<Vec<f64>> = factors
-        .iter()
-        .map(|f| {
-            let mut v: Vec<f64> = f.kept.iter().map(|&i| f.lam[i]).collect();
-            // |λ| descending across clusters; the members of a cluster are already in order
-            v.sort_by(|x, y| y.abs().total_cmp(&x.abs()));
-            v
-        })
-        .collect();
+    let specs = (("basis", n, k), ("corner", k, k), ("values", k));
+    let outputs = per_matrix::<T, _>(batch, specs, |b| {
+        let f = &factors[b];
+        let mut values: Vec<f64> = f.kept.iter().map(|&i| f.lam[i]).collect();
+        // |λ| descending across clusters; the members of a cluster are already in order
+        values.sort_by(|x, y| y.abs().total_cmp(&x.abs()));
+        Ok((f.w.clone(), mm(f.w.adjoint(), f.hw.as_ref()), values))
+    })?;
     Ok(Parts {
         k,
-        basis: join("basis", batch, n, k, &ws)?,
-        corner: join("corner", batch, k, k, &corners)?,
-        values: join_real("values", batch, k, &values, T::DTYPE.real())?,
+        outputs,
         info,
         factors: Arc::new(factors),
     })

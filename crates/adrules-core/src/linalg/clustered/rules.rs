@@ -2,9 +2,10 @@
 
 use faer::{Mat, MatRef};
 
-use super::super::batch::{by_dtype, join, matrix_dims, split};
+use super::super::RuleOptions;
+use super::super::batch::{by_dtype, matrix_dims};
 use super::super::common::{cj, cplx, gauge_error, im, inv_gap, mm, mm_add, re, real, unscaled};
-use super::super::{RuleOptions, host_arg};
+use super::super::driver::{host_mats, per_matrix, try_map};
 use super::{ClusteredEighPullback, ClusteredEighTangent, Factors, herm};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -38,11 +39,9 @@ impl<B: Backend> ClusteredEighPullback<B> {
     /// kept eigenvalue and one outside its cluster are degenerate (`|λ_i − λ_j| ≤
     /// rtol·max|λ|`, possible only for `delta` below that tolerance) without broadening.
     pub fn tangent(&self, a_dot: &B::Tensor) -> Result<ClusteredEighTangent<B>> {
-        let [w, c] = by_dtype!(self.dtype, tangent_t::<B>(self, a_dot))?;
-        Ok(ClusteredEighTangent {
-            basis: self.be.from_host(w)?,
-            corner: self.be.from_host(c)?,
-        })
+        let hosts = by_dtype!(self.dtype, tangent_t::<B>(self, a_dot))?;
+        let [basis, corner] = try_map(hosts, |h| self.be.from_host(h))?;
+        Ok(ClusteredEighTangent { basis, corner })
     }
 
     /// The pullback: `Ā: [batch…, n, n]` (Hermitian) from `W̄: [batch…, n, k]` and
@@ -90,10 +89,8 @@ impl<B: Backend> ClusteredEighPullback<B> {
         cols: usize,
         arg: &str,
     ) -> Result<Vec<Mat<T>>> {
-        let (mut dims, _) = self.batch_n()?;
-        dims.extend([rows, cols]);
-        let h = host_arg(&self.be, t, &dims, T::DTYPE, arg)?;
-        split::<T>(&h, arg, false)
+        let (batch, _) = self.batch_n()?;
+        host_mats(&self.be, t, &batch, [rows, cols], arg)
     }
 }
 
@@ -206,17 +203,10 @@ fn tangent_t<B: Backend, T: ImplicitScalar>(
     let (batch, n) = pb.batch_n()?;
     let fs = pb.factors::<T>()?;
     let ads = pb.arg::<T>(a_dot, n, n, "a_dot")?;
-    let (mut ws, mut cs) = (Vec::new(), Vec::new());
-    for (f, ad) in fs.iter().zip(&ads) {
-        let (dw, dc) = tangent_one(f, herm(ad.as_ref()).as_ref(), &pb.opts)?;
-        ws.push(dw);
-        cs.push(dc);
-    }
     let k = pb.k;
-    Ok([
-        join("basis_dot", &batch, n, k, &ws)?,
-        join("corner_dot", &batch, k, k, &cs)?,
-    ])
+    per_matrix::<T, _>(&batch, (("basis_dot", n, k), ("corner_dot", k, k)), |b| {
+        tangent_one(&fs[b], herm(ads[b].as_ref()).as_ref(), &pb.opts)
+    })
 }
 
 /// One matrix's `H̄` (not yet Hermitian) from `W̄`, `C̄'`.
@@ -289,15 +279,13 @@ fn pullback_t<B: Backend, T: ImplicitScalar>(
     let cb = c_bar
         .map(|t| pb.arg::<T>(t, k, k, "corner_bar"))
         .transpose()?;
-    let mut out = Vec::with_capacity(fs.len());
-    for (b, f) in fs.iter().enumerate() {
+    per_matrix::<T, _>(&batch, ("a_bar", n, n), |b| {
         let h = pullback_one(
-            f,
+            &fs[b],
             wb.as_ref().map(|x| x[b].as_ref()),
             cb.as_ref().map(|x| x[b].as_ref()),
             &pb.opts,
         )?;
-        out.push(herm(h.as_ref()));
-    }
-    join("a_bar", &batch, n, n, &out)
+        Ok(herm(h.as_ref()))
+    })
 }

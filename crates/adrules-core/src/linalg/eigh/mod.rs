@@ -4,11 +4,12 @@ use std::sync::Arc;
 
 use faer::{Mat, MatRef};
 
-use super::batch::{by_dtype, join, join_real, matrix_dims, split, split_real};
+use super::batch::{by_dtype, matrix_dims, split, split_real};
 use super::common::{
     abs, cj, gauge_error, im, inv_gap, inv_gap_slope, max_abs, mm, pow2_scale, re, real, unscale,
     unscaled,
 };
+use super::driver::{host_mats, host_reals, per_matrix, try_map};
 use super::{RuleOptions, host_arg};
 use crate::backend::Backend;
 #[cfg(doc)]
@@ -68,7 +69,7 @@ pub fn eigh_rrule<B: Backend>(
 ) -> Result<(Eigh<B>, EighPullback<B>)> {
     opts.validate()?;
     let out = eigh(be, a)?;
-    let factors = [be.to_host(&out.values)?, be.to_host(&out.vectors)?];
+    let factors = try_map([&out.values, &out.vectors], |t| be.to_host(t))?;
     let pb = EighPullback {
         be: be.clone(),
         opts,
@@ -151,39 +152,44 @@ impl<B: Backend> EighPullback<B> {
     }
 }
 
+/// `λ̄` and `V̄` (or their tangents: `suffix` `"_dot"` names them so in errors) on the host,
+/// one entry per matrix of the batch, shapes checked (`[batch…, n]`, `[batch…, n, n]`).
+type Cotangents<T> = (Option<Vec<Vec<f64>>>, Option<Vec<Mat<T>>>);
+
+fn eigh_cotangents<B: Backend, T: ImplicitScalar>(
+    pb: &EighPullback<B>,
+    [l_bar, v_bar]: [Option<&B::Tensor>; 2],
+    suffix: &str,
+) -> Result<Cotangents<T>> {
+    let (batch, _, n) = matrix_dims(&pb.dims, "a")?;
+    let be = &pb.be;
+    let lb = l_bar
+        .map(|t| host_reals::<B, T>(be, t, &batch, n, &format!("values_bar{suffix}")))
+        .transpose()?;
+    let vb = v_bar
+        .map(|t| host_mats::<B, T>(be, t, &batch, [n, n], &format!("vectors_bar{suffix}")))
+        .transpose()?;
+    Ok((lb, vb))
+}
+
 fn eigh_pullback_t<B: Backend, T: ImplicitScalar>(
     pb: &EighPullback<B>,
     l_bar: Option<&B::Tensor>,
     v_bar: Option<&B::Tensor>,
 ) -> Result<HostTensor> {
     let (batch, _, n) = matrix_dims(&pb.dims, "a")?;
-    let with =
-        |d: &[usize]| -> Vec<usize> { batch.iter().copied().chain(d.iter().copied()).collect() };
-    let dt = T::DTYPE;
-    let lb = l_bar
-        .map(|t| {
-            host_arg(&pb.be, t, &with(&[n]), dt.real(), "values_bar").map(|h| split_real(&h, n))
-        })
-        .transpose()?;
-    let vb = v_bar
-        .map(|t| {
-            host_arg(&pb.be, t, &with(&[n, n]), dt, "vectors_bar")
-                .and_then(|h| split::<T>(&h, "vectors_bar", false))
-        })
-        .transpose()?;
+    let (lb, vb) = eigh_cotangents::<B, T>(pb, [l_bar, v_bar], "")?;
     let lams = split_real(&pb.factors[0], n);
     let vs = split::<T>(&pb.factors[1], "vectors", false)?;
-    let mut out = Vec::with_capacity(vs.len());
-    for b in 0..vs.len() {
-        out.push(eigh_pullback(
+    per_matrix::<T, _>(&batch, ("a_bar", n, n), |b| {
+        eigh_pullback(
             &lams[b],
             vs[b].as_ref(),
             lb.as_ref().map(|x| x[b].as_slice()),
             vb.as_ref().map(|x| x[b].as_ref()),
             &pb.opts,
-        )?);
-    }
-    join("a_bar", &batch, n, n, &out)
+        )
+    })
 }
 
 /// The eigendecomposition and its tangent for `Ȧ`: with `Ḣ = (Ȧ + Ȧᴴ)/2` and
@@ -201,16 +207,11 @@ pub fn eigh_frule<B: Backend>(
 ) -> Result<(Eigh<B>, Eigh<B>)> {
     opts.validate()?;
     let out = eigh(be, a)?;
-    let factors = [be.to_host(&out.values)?, be.to_host(&out.vectors)?];
+    let factors = try_map([&out.values, &out.vectors], |t| be.to_host(t))?;
     let dot = host_arg(be, a_dot, &be.dims(a), be.dtype(a), "a_dot")?;
-    let [l, v] = by_dtype!(be.dtype(a), eigh_frule_t(&factors, &dot, &opts))?;
-    Ok((
-        out,
-        Eigh {
-            values: be.from_host(l)?,
-            vectors: be.from_host(v)?,
-        },
-    ))
+    let tangents = by_dtype!(be.dtype(a), eigh_frule_t(&factors, &dot, &opts))?;
+    let [values, vectors] = try_map(tangents, |h| be.from_host(h))?;
+    Ok((out, Eigh { values, vectors }))
 }
 
 fn eigh_frule_t<T: ImplicitScalar>(
@@ -222,8 +223,7 @@ fn eigh_frule_t<T: ImplicitScalar>(
     let lams = split_real(&factors[0], n);
     let vs = split::<T>(&factors[1], "vectors", false)?;
     let dots = split::<T>(a_dot, "a_dot", false)?;
-    let (mut dls, mut dvs) = (Vec::new(), Vec::new());
-    for b in 0..dots.len() {
+    per_matrix::<T, _>(&batch, (("values_dot", n), ("vectors_dot", n, n)), |b| {
         let (lam, v, x) = (&lams[b], vs[b].as_ref(), dots[b].as_ref());
         let h = Mat::from_fn(n, n, |i, j| (x[(i, j)] + cj(x[(j, i)])) * real::<T>(0.5));
         let hv = mm(h.as_ref(), v);
@@ -238,11 +238,7 @@ fn eigh_frule_t<T: ImplicitScalar>(
             }
             inv_gap(lam_u[k] - lam_u[i], tol, eb).map_or(T::zero(), |f| dp[(i, k)] * real::<T>(f))
         });
-        dls.push((0..n).map(|i| re(dp[(i, i)])).collect());
-        dvs.push(unscaled(mm(v, om.as_ref()).as_ref(), c));
-    }
-    Ok([
-        join_real("values_dot", &batch, n, &dls, T::DTYPE.real())?,
-        join("vectors_dot", &batch, n, n, &dvs)?,
-    ])
+        let dl: Vec<f64> = (0..n).map(|i| re(dp[(i, i)])).collect();
+        Ok((dl, unscaled(mm(v, om.as_ref()).as_ref(), c)))
+    })
 }

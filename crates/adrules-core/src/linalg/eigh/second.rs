@@ -11,30 +11,13 @@ pub(super) fn eigh_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
     [l_dot, v_dot]: [Option<&B::Tensor>; 2],
 ) -> Result<HostTensor> {
     let (batch, _, n) = matrix_dims(&pb.dims, "a")?;
-    let with =
-        |d: &[usize]| -> Vec<usize> { batch.iter().copied().chain(d.iter().copied()).collect() };
-    let dt = T::DTYPE;
-    let real_arg = |t: Option<&B::Tensor>, arg: &str| -> Result<Option<Vec<Vec<f64>>>> {
-        t.map(|t| host_arg(&pb.be, t, &with(&[n]), dt.real(), arg).map(|h| split_real(&h, n)))
-            .transpose()
-    };
-    let mat_arg = |t: Option<&B::Tensor>, arg: &str| -> Result<Option<Vec<Mat<T>>>> {
-        t.map(|t| {
-            host_arg(&pb.be, t, &with(&[n, n]), dt, arg).and_then(|h| split::<T>(&h, arg, false))
-        })
-        .transpose()
-    };
-    let lb = real_arg(l_bar, "values_bar")?;
-    let vb = mat_arg(v_bar, "vectors_bar")?;
-    let ld = real_arg(l_dot, "values_bar_dot")?;
-    let vd = mat_arg(v_dot, "vectors_bar_dot")?;
-    let ad = host_arg(&pb.be, a_dot, &pb.dims, dt, "a_dot")?;
-    let ads = split::<T>(&ad, "a_dot", false)?;
+    let (lb, vb) = eigh_cotangents::<B, T>(pb, [l_bar, v_bar], "")?;
+    let (ld, vd) = eigh_cotangents::<B, T>(pb, [l_dot, v_dot], "_dot")?;
+    let ads = host_mats::<B, T>(&pb.be, a_dot, &batch, [n, n], "a_dot")?;
     let lams = split_real(&pb.factors[0], n);
     let vs = split::<T>(&pb.factors[1], "vectors", false)?;
     let opts = &pb.opts;
-    let mut out = Vec::with_capacity(vs.len());
-    for b in 0..vs.len() {
+    per_matrix::<T, _>(&batch, ("a_bar_dot", n, n), |b| {
         // In units of c (a power of two near max|λ|): for A = c·A', φ(A) = ψ(A') with the
         // cotangents V̄, c·λ̄ and their tangents V̄̇, c·λ̄̇ along Ȧ/c, and H_φ·Ȧ = (H_ψ·Ȧ/c)/c,
         // so that no 1/Δ or 1/Δ² leaves the range for tiny or huge matrices.
@@ -87,7 +70,6 @@ pub(super) fn eigh_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
         let poh = mm(p.as_ref(), om.adjoint());
         let inner = Mat::from_fn(n, n, |i, k| op[(i, k)] + pd[(i, k)] + poh[(i, k)]);
         let iv = mm(inner.as_ref(), v.adjoint());
-        out.push(unscaled(mm(v, iv.as_ref()).as_ref(), c));
-    }
-    join("a_bar_dot", &batch, n, n, &out)
+        Ok(unscaled(mm(v, iv.as_ref()).as_ref(), c))
+    })
 }

@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use faer::{Mat, MatRef};
 
-use super::batch::{by_dtype, join, matrix_dims, split};
+use super::batch::{by_dtype, matrix_dims, split};
 use super::common::{
     abs, cj, cols, complement_tangent, fold_complement, fold_complement_tangent, hcat, max_abs, mm,
     mm_add, pow2_scale, re, real, unscaled,
 };
+use super::driver::{host_mats, per_matrix, try_map};
 use super::host::QrMode;
 use super::host_arg;
 use crate::backend::Backend;
@@ -66,7 +67,7 @@ pub fn qr<B: Backend>(be: &B, a: &B::Tensor, mode: QrMode) -> Result<Qr<B>> {
 /// As [`qr`].
 pub fn qr_rrule<B: Backend>(be: &B, a: &B::Tensor, mode: QrMode) -> Result<(Qr<B>, QrPullback<B>)> {
     let out = qr(be, a, mode)?;
-    let factors = [be.to_host(&out.q)?, be.to_host(&out.r)?];
+    let factors = try_map([&out.q, &out.r], |t| be.to_host(t))?;
     let pb = QrPullback {
         be: be.clone(),
         mode,
@@ -132,11 +133,12 @@ impl<B: Backend> QrPullback<B> {
         q_bar_dot: Option<&B::Tensor>,
         r_bar_dot: Option<&B::Tensor>,
     ) -> Result<(B::Tensor, B::Tensor)> {
-        let [bar, dot] = by_dtype!(
+        let hosts = by_dtype!(
             self.dtype,
             qr_pullback_tangent_t::<B>(self, [q_bar, r_bar], a_dot, [q_bar_dot, r_bar_dot])
         )?;
-        Ok((self.be.from_host(bar)?, self.be.from_host(dot)?))
+        let [bar, dot] = try_map(hosts, |h| self.be.from_host(h))?;
+        Ok((bar, dot))
     }
 }
 
@@ -154,12 +156,8 @@ fn qr_cotangents<B: Backend, T: ImplicitScalar>(
         m.min(n)
     };
     let arg = |t: Option<&B::Tensor>, d: [usize; 2], name: &str| -> Result<Option<Vec<Mat<T>>>> {
-        let name = format!("{name}{suffix}");
-        let dims: Vec<usize> = batch.iter().copied().chain(d).collect();
-        t.map(|t| {
-            host_arg(&pb.be, t, &dims, T::DTYPE, &name).and_then(|h| split::<T>(&h, &name, false))
-        })
-        .transpose()
+        t.map(|t| host_mats(&pb.be, t, &batch, d, &format!("{name}{suffix}")))
+            .transpose()
     };
     Ok([arg(q, [m, kq], "q_bar")?, arg(r, [kq, n], "r_bar")?])
 }
@@ -183,8 +181,7 @@ fn qr_pullback_t<B: Backend, T: ImplicitScalar>(
     let [q_h, r_h] = &*pb.factors;
     let qs = split::<T>(q_h, "q", false)?;
     let rs = split::<T>(r_h, "r", false)?;
-    let mut out = Vec::with_capacity(qs.len());
-    for b in 0..qs.len() {
+    per_matrix::<T, _>(&batch, ("a_bar", m, n), |b| {
         let q_all = qs[b].as_ref();
         let q = q_all.subcols(0, k);
         let r = rs[b].as_ref().subrows(0, k);
@@ -221,9 +218,8 @@ fn qr_pullback_t<B: Backend, T: ImplicitScalar>(
             let part = qr_pullback(q, r1.as_ref(), Some(qbar), None)?;
             a_bar += unscaled(part.as_ref(), c);
         }
-        out.push(a_bar);
-    }
-    join("a_bar", &batch, m, n, &out)
+        Ok(a_bar)
+    })
 }
 
 /// The QR decomposition and its tangent for `Ȧ`: with `Ẋ` the first `k` columns of `Ȧ`,
@@ -240,17 +236,11 @@ pub fn qr_frule<B: Backend>(
     mode: QrMode,
 ) -> Result<(Qr<B>, Qr<B>)> {
     let out = qr(be, a, mode)?;
-    let factors = [be.to_host(&out.q)?, be.to_host(&out.r)?];
-    let dims = be.dims(a).to_vec();
-    let dot = host_arg(be, a_dot, &dims, be.dtype(a), "a_dot")?;
-    let [q, r] = by_dtype!(be.dtype(a), qr_frule_t(&factors, &dot, mode))?;
-    Ok((
-        out,
-        Qr {
-            q: be.from_host(q)?,
-            r: be.from_host(r)?,
-        },
-    ))
+    let factors = try_map([&out.q, &out.r], |t| be.to_host(t))?;
+    let dot = host_arg(be, a_dot, &be.dims(a), be.dtype(a), "a_dot")?;
+    let tangents = by_dtype!(be.dtype(a), qr_frule_t(&factors, &dot, mode))?;
+    let [q, r] = try_map(tangents, |h| be.from_host(h))?;
+    Ok((out, Qr { q, r }))
 }
 
 fn qr_frule_t<T: ImplicitScalar>(
@@ -264,8 +254,8 @@ fn qr_frule_t<T: ImplicitScalar>(
     let qs = split::<T>(&factors[0], "q", false)?;
     let rs = split::<T>(&factors[1], "r", false)?;
     let dots = split::<T>(a_dot, "a_dot", false)?;
-    let (mut dqs, mut drs) = (Vec::new(), Vec::new());
-    for b in 0..dots.len() {
+    let (kq, kr) = if complete { (m, m) } else { (k, k) };
+    per_matrix::<T, _>(&batch, (("q_dot", m, kq), ("r_dot", kr, n)), |b| {
         let q_all = qs[b].as_ref();
         let q = q_all.subcols(0, k);
         // in units of c, R' = R/c: Ṙ is homogeneous of degree 0 in the scale of A, Q̇ of −1
@@ -278,12 +268,6 @@ fn qr_frule_t<T: ImplicitScalar>(
             dq = hcat(dq.as_ref(), dq_p.as_ref());
             dr = Mat::from_fn(m, n, |i, j| if i < k { dr[(i, j)] } else { T::zero() });
         }
-        dqs.push(dq);
-        drs.push(dr);
-    }
-    let (kq, kr) = if complete { (m, m) } else { (k, k) };
-    Ok([
-        join("q_dot", &batch, m, kq, &dqs)?,
-        join("r_dot", &batch, kr, n, &drs)?,
-    ])
+        Ok((dq, dr))
+    })
 }

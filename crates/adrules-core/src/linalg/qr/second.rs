@@ -21,8 +21,7 @@ pub(super) fn qr_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
     let bar = qr_pullback_t::<B, T>(pb, &cots)?;
     let [qb, rb] = cots;
     let [qbd, rbd] = qr_cotangents::<B, T>(pb, [q_dot, r_dot], "_dot")?;
-    let ad = host_arg(&pb.be, a_dot, &pb.dims, T::DTYPE, "a_dot")?;
-    let ads = split::<T>(&ad, "a_dot", false)?;
+    let ads = host_mats::<B, T>(&pb.be, a_dot, &batch, [m, n], "a_dot")?;
     let [q_h, r_h] = &*pb.factors;
     let qs = split::<T>(q_h, "q", false)?;
     let rs = split::<T>(r_h, "r", false)?;
@@ -30,8 +29,7 @@ pub(super) fn qr_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
         x.as_ref()
             .map_or_else(|| Mat::zeros(rows, cols), |x| x[b].clone())
     };
-    let mut out = Vec::with_capacity(qs.len());
-    for b in 0..qs.len() {
+    let dot = per_matrix::<T, _>(&batch, ("a_bar_dot", m, n), |b| {
         let q_all = qs[b].as_ref();
         let q = q_all.subcols(0, k);
         let r = rs[b].as_ref().subrows(0, k);
@@ -63,14 +61,14 @@ pub(super) fn qr_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
         };
         let rbar = get(&rb, b, kq, n).as_ref().subrows(0, k).to_owned();
         let rbar_dot = get(&rbd, b, kq, n).as_ref().subrows(0, k).to_owned();
-        out.push(qr_pullback_tangent(
+        Ok(qr_pullback_tangent(
             [q, r],
             [dq.as_ref(), dr.as_ref()],
             [qbar.as_ref(), rbar.as_ref()],
             [qbar_dot.as_ref(), rbar_dot.as_ref()],
-        ));
-    }
-    Ok([bar, join("a_bar_dot", &batch, m, n, &out)?])
+        ))
+    })?;
+    Ok([bar, dot])
 }
 
 /// One matrix: `Ā̇`, the tangent of [`qr_pullback`]'s `Ā` for `[Q, R]` (`m×k`, `k×n`)

@@ -4,11 +4,12 @@ use std::sync::Arc;
 
 use faer::{Mat, MatRef};
 
-use super::batch::{by_dtype, join, join_real, matrix_dims, split, split_real};
+use super::batch::{by_dtype, matrix_dims, split, split_real};
 use super::common::{
     cj, cols, complement_tangent, cplx, fold_complement, fold_complement_tangent, gauge_error,
     hcat, im, inv_gap, inv_gap_slope, max_abs, mm, mm_add, pow2_scale, re, real, unscale, unscaled,
 };
+use super::driver::{host_mats, host_reals, per_matrix, try_map};
 use super::host::SvdMode;
 use super::{RuleOptions, host_arg};
 use crate::backend::Backend;
@@ -176,11 +177,7 @@ pub fn svd_rrule<B: Backend>(
 ) -> Result<(Svd<B>, SvdPullback<B>)> {
     opts.validate()?;
     let out = svd(be, a, mode)?;
-    let factors = [
-        be.to_host(&out.u)?,
-        be.to_host(&out.s)?,
-        be.to_host(&out.vh)?,
-    ];
+    let factors = try_map([&out.u, &out.s, &out.vh], |t| be.to_host(t))?;
     let kind = match mode {
         SvdMode::Thin => Kind::Thin,
         SvdMode::Full => Kind::Full,
@@ -222,22 +219,14 @@ pub fn svd_truncated_rrule<B: Backend>(
     truncation.validate()?;
     opts.validate()?;
     let thin = svd(be, a, SvdMode::Thin)?;
-    let factors = [
-        be.to_host(&thin.u)?,
-        be.to_host(&thin.s)?,
-        be.to_host(&thin.vh)?,
-    ];
+    let factors = try_map([&thin.u, &thin.s, &thin.vh], |t| be.to_host(t))?;
     let k = be.dims(&thin.s).last().copied().unwrap_or(0);
     let rank = batch_rank(&factors[1], k, truncation);
     let head = by_dtype!(be.dtype(a), truncate_t(&factors, rank))?;
-    let [u, s, vh, discarded] = head.map(|h| be.from_host(h));
+    let [u, s, vh, discarded] = try_map(head, |h| be.from_host(h))?;
     let out = TruncatedSvd {
-        svd: Svd {
-            u: u?,
-            s: s?,
-            vh: vh?,
-        },
-        discarded: discarded?,
+        svd: Svd { u, s, vh },
+        discarded,
         rank,
     };
     let pb = SvdPullback {
@@ -262,22 +251,20 @@ fn truncate_t<T: ImplicitScalar>(
     let svals = split_real(s, k);
     let us = split::<T>(u, "u", false)?;
     let vhs = split::<T>(vh, "vh", false)?;
-    let u_r: Vec<_> = us.iter().map(|x| cols(x.as_ref(), 0, rank)).collect();
-    let vh_r: Vec<_> = vhs
-        .iter()
-        .map(|x| x.as_ref().subrows(0, rank).to_owned())
-        .collect();
-    let (kept, dropped): (Vec<_>, Vec<_>) = svals
-        .iter()
-        .map(|s| (s[..rank].to_vec(), s[rank..].to_vec()))
-        .unzip();
-    let real = T::DTYPE.real();
-    Ok([
-        join("u", &batch, m, rank, &u_r)?,
-        join_real("s", &batch, rank, &kept, real)?,
-        join("vh", &batch, rank, n, &vh_r)?,
-        join_real("discarded", &batch, k - rank, &dropped, real)?,
-    ])
+    let specs = (
+        ("u", m, rank),
+        ("s", rank),
+        ("vh", rank, n),
+        ("discarded", k - rank),
+    );
+    per_matrix::<T, _>(&batch, specs, |b| {
+        Ok((
+            cols(us[b].as_ref(), 0, rank),
+            svals[b][..rank].to_vec(),
+            vhs[b].as_ref().subrows(0, rank).to_owned(),
+            svals[b][rank..].to_vec(),
+        ))
+    })
 }
 
 /// The common rank a batch keeps: the largest any of its matrices needs.
@@ -373,11 +360,12 @@ impl<B: Backend> SvdPullback<B> {
         a_dot: &B::Tensor,
         cot_dot: SvdCotangents<'_, B::Tensor>,
     ) -> Result<(B::Tensor, B::Tensor)> {
-        let [bar, dot] = by_dtype!(
+        let hosts = by_dtype!(
             self.dtype,
             pullback_tangent_t::<B>(self, &cot, a_dot, &cot_dot)
         )?;
-        Ok((self.be.from_host(bar)?, self.be.from_host(dot)?))
+        let [bar, dot] = try_map(hosts, |h| self.be.from_host(h))?;
+        Ok((bar, dot))
     }
 }
 
@@ -398,22 +386,17 @@ fn parse_cots<B: Backend, T: ImplicitScalar>(
     let be = &pb.be;
     let (batch, m, n) = matrix_dims(&pb.dims, "a")?;
     let k = m.min(n);
-    let dt = T::DTYPE;
     let (ku, kv, keep) = match pb.kind {
         Kind::Thin => (k, k, k),
         Kind::Full => (m, n, k),
         Kind::Truncated { rank } => (rank, rank, rank),
     };
-    let with =
-        |d: &[usize]| -> Vec<usize> { batch.iter().copied().chain(d.iter().copied()).collect() };
     let mat = |t: Option<&B::Tensor>, d: [usize; 2], name: &str| -> Result<Option<Vec<Mat<T>>>> {
-        let name = format!("{name}{suffix}");
-        t.map(|t| host_arg(be, t, &with(&d), dt, &name).and_then(|h| split::<T>(&h, &name, false)))
+        t.map(|t| host_mats(be, t, &batch, d, &format!("{name}{suffix}")))
             .transpose()
     };
     let vec = |t: &B::Tensor, len: usize, name: &str| -> Result<Vec<Vec<f64>>> {
-        let h = host_arg(be, t, &with(&[len]), dt.real(), &format!("{name}{suffix}"))?;
-        Ok(split_real(&h, len))
+        host_reals::<B, T>(be, t, &batch, len, &format!("{name}{suffix}"))
     };
     let u = mat(cot.u, [m, ku], "u_bar")?;
     let vh = mat(cot.vh, [kv, n], "vh_bar")?;
@@ -474,15 +457,14 @@ fn pullback_t<B: Backend, T: ImplicitScalar>(
     let us = split::<T>(u_h, "u", false)?;
     let vhs = split::<T>(vh_h, "vh", false)?;
     let svals = split_real(s_h, k);
-    let mut out = Vec::with_capacity(us.len());
-    for b in 0..us.len() {
+    per_matrix::<T, _>(&batch, ("a_bar", m, n), |b| {
         let u_all = us[b].as_ref();
         let v_all = vhs[b].adjoint().to_owned();
         let s = &svals[b];
         let ub = ubar.as_ref().map(|x| x[b].as_ref());
         let vb = vhbar.as_ref().map(|x| x[b].adjoint().to_owned());
         let sb = sbar.as_ref().map(|x| x[b].as_slice());
-        let a_bar = match pb.kind {
+        match pb.kind {
             Kind::Thin => svd_pullback(
                 u_all,
                 s,
@@ -491,7 +473,7 @@ fn pullback_t<B: Backend, T: ImplicitScalar>(
                 sb,
                 vb,
                 &pb.opts,
-            )?,
+            ),
             Kind::Full => {
                 let u = cols(u_all, 0, k);
                 let v = cols(v_all.as_ref(), 0, k);
@@ -519,7 +501,7 @@ fn pullback_t<B: Backend, T: ImplicitScalar>(
                         )
                     })
                     .transpose()?;
-                svd_pullback(u.as_ref(), s, v.as_ref(), ub, sb, vb, &pb.opts)?
+                svd_pullback(u.as_ref(), s, v.as_ref(), ub, sb, vb, &pb.opts)
             }
             Kind::Truncated { rank } if pb.opts.discarded_term => {
                 let pad = |x: MatRef<'_, T>| hcat(x, Mat::<T>::zeros(x.nrows(), k - rank).as_ref());
@@ -539,7 +521,7 @@ fn pullback_t<B: Backend, T: ImplicitScalar>(
                     any_s.then_some(s_full.as_slice()),
                     vb.map(|x| pad(x.as_ref())),
                     &pb.opts,
-                )?
+                )
             }
             Kind::Truncated { rank } => svd_pullback(
                 u_all.subcols(0, rank),
@@ -549,11 +531,9 @@ fn pullback_t<B: Backend, T: ImplicitScalar>(
                 sb,
                 vb,
                 &pb.opts,
-            )?,
-        };
-        out.push(a_bar);
-    }
-    join("a_bar", &batch, m, n, &out)
+            ),
+        }
+    })
 }
 
 /// Thin factors `U: m×k`, `s`, `V: n×k`, or their tangents, cotangents or the cotangents'
@@ -602,25 +582,14 @@ pub fn svd_frule<B: Backend>(
 ) -> Result<(Svd<B>, Svd<B>)> {
     opts.validate()?;
     let out = svd(be, a, mode)?;
-    let factors = [
-        be.to_host(&out.u)?,
-        be.to_host(&out.s)?,
-        be.to_host(&out.vh)?,
-    ];
-    let dims = be.dims(a).to_vec();
-    let dot = host_arg(be, a_dot, &dims, be.dtype(a), "a_dot")?;
-    let [u, s, vh] = by_dtype!(
+    let factors = try_map([&out.u, &out.s, &out.vh], |t| be.to_host(t))?;
+    let dot = host_arg(be, a_dot, &be.dims(a), be.dtype(a), "a_dot")?;
+    let tangents = by_dtype!(
         be.dtype(a),
         frule_t(&factors, &dot, mode == SvdMode::Full, &opts)
     )?;
-    Ok((
-        out,
-        Svd {
-            u: be.from_host(u)?,
-            s: be.from_host(s)?,
-            vh: be.from_host(vh)?,
-        },
-    ))
+    let [u, s, vh] = try_map(tangents, |h| be.from_host(h))?;
+    Ok((out, Svd { u, s, vh }))
 }
 
 /// The truncated SVD and its tangent (the leading `r` columns of the whole spectrum's
@@ -640,14 +609,10 @@ pub fn svd_truncated_frule<B: Backend>(
     let rank = out.rank;
     let [u, s, vh] = by_dtype!(pb.dtype, frule_t(&pb.factors, &dot, false, &opts))?;
     let head = by_dtype!(pb.dtype, truncate_t(&[u, s, vh], rank))?;
-    let [u, s, vh, d] = head.map(|h| be.from_host(h));
+    let [u, s, vh, discarded] = try_map(head, |h| be.from_host(h))?;
     let tangent = TruncatedSvd {
-        svd: Svd {
-            u: u?,
-            s: s?,
-            vh: vh?,
-        },
-        discarded: d?,
+        svd: Svd { u, s, vh },
+        discarded,
         rank,
     };
     Ok((out, tangent))
@@ -666,8 +631,9 @@ fn frule_t<T: ImplicitScalar>(
     let vhs = split::<T>(vh_h, "vh", false)?;
     let svals = split_real(s_h, k);
     let dots = split::<T>(a_dot, "a_dot", false)?;
-    let (mut dus, mut dss, mut dvhs) = (Vec::new(), Vec::new(), Vec::new());
-    for b in 0..dots.len() {
+    let (ku, kv) = if full { (m, n) } else { (k, k) };
+    let specs = (("u_dot", m, ku), ("s_dot", k), ("vh_dot", kv, n));
+    per_matrix::<T, _>(&batch, specs, |b| {
         let u_all = us[b].as_ref();
         let v_all = vhs[b].adjoint().to_owned();
         let u = u_all.subcols(0, k);
@@ -679,14 +645,6 @@ fn frule_t<T: ImplicitScalar>(
             du = hcat(du.as_ref(), du_p.as_ref());
             dv = hcat(dv.as_ref(), dv_p.as_ref());
         }
-        dus.push(du);
-        dss.push(ds);
-        dvhs.push(dv.adjoint().to_owned());
-    }
-    let (ku, kv) = if full { (m, n) } else { (k, k) };
-    Ok([
-        join("u_dot", &batch, m, ku, &dus)?,
-        join_real("s_dot", &batch, k, &dss, T::DTYPE.real())?,
-        join("vh_dot", &batch, kv, n, &dvhs)?,
-    ])
+        Ok((du, ds, dv.adjoint().to_owned()))
+    })
 }

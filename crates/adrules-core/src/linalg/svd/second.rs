@@ -16,8 +16,7 @@ pub(super) fn pullback_tangent_t<B: Backend, T: ImplicitScalar>(
     // the first order, with its checks (which the tangent below relies on)
     let bar = pullback_t::<B, T>(pb, &c0)?;
     let c1 = parse_cots::<B, T>(pb, cot_dot, "_dot")?;
-    let ad = host_arg(&pb.be, a_dot, &pb.dims, T::DTYPE, "a_dot")?;
-    let ads = split::<T>(&ad, "a_dot", false)?;
+    let ads = host_mats::<B, T>(&pb.be, a_dot, &batch, [m, n], "a_dot")?;
     let [u_h, s_h, vh_h] = &*pb.factors;
     let us = split::<T>(u_h, "u", false)?;
     let vhs = split::<T>(vh_h, "vh", false)?;
@@ -40,8 +39,7 @@ pub(super) fn pullback_tangent_t<B: Backend, T: ImplicitScalar>(
         c.s.as_ref()
             .map_or_else(|| vec![0.0; keep], |x| x[b].clone())
     };
-    let mut out = Vec::with_capacity(us.len());
-    for b in 0..us.len() {
+    let dot = per_matrix::<T, _>(&batch, ("a_bar_dot", m, n), |b| {
         let u_all = us[b].as_ref();
         let v_all = vhs[b].adjoint().to_owned();
         let s = svals[b].as_slice();
@@ -66,7 +64,7 @@ pub(super) fn pullback_tangent_t<B: Backend, T: ImplicitScalar>(
             s: &sbd,
             v: vbd.as_ref(),
         };
-        let dot = match pb.kind {
+        Ok(match pb.kind {
             Kind::Thin => svd_pullback_tangent(x, dx, bar, bar_dot, &pb.opts),
             Kind::Full => {
                 let (up, vp) = (u_all.subcols(k, m - k), v_all.as_ref().subcols(k, n - k));
@@ -152,10 +150,9 @@ pub(super) fn pullback_tangent_t<B: Backend, T: ImplicitScalar>(
                 bar_dot,
                 &pb.opts,
             ),
-        };
-        out.push(dot);
-    }
-    Ok([bar, join("a_bar_dot", &batch, m, n, &out)?])
+        })
+    })?;
+    Ok([bar, dot])
 }
 
 /// One matrix: `Ā̇`, the tangent of [`svd_pullback`]'s `Ā` for thin factors `x` moving
