@@ -1,9 +1,11 @@
 //! The pullback skeleton the three primitives share: [`OpPullback`] saves the primal point
 //! (activity, the operands a cotangent reads, `C_old` for `β̄`, shapes and dtypes), checks
 //! `C̄`, deposits `C̄_in = conj(β)·C̄` and `β̄ = ⟨C_old, C̄⟩` and checks fresh cotangents for
-//! finiteness; for the one-operand primitives (add, trace) [`Unary`] also gives the whole
-//! `rrule`, `pullback_at` and `frule`. Each op file keeps only its own formulas: the
-//! cotangents of its operands and of `α` ([`Formulas`]) and, for add and trace, its kernel.
+//! finiteness. For the one-operand primitives (add, trace) the macro [`unary_op!`] also writes
+//! the op itself (struct, builders, `apply`, `rrule`, `pullback_at`, `frule`, kernel call and
+//! shape check) and [`Unary`] gates and deposits `Ā` and `ᾱ`. Each op file keeps only its own
+//! formulas: the cotangents of its operands and of `α` ([`Formulas`], or [`Unary`] for add
+//! and trace) and its index map and backend kernel.
 //!
 //! The traits are public only so that [`OpPullback`] can name them in its bounds; they live in
 //! this private module and cannot be implemented outside the crate (a sealed trait).
@@ -18,7 +20,7 @@ use crate::scalar::DynScalar;
 
 use super::{
     Activity, Cotangents, Meta, Tangents, check_coeff_tangent, check_like, deposit_beta, deposit_c,
-    tangent_start,
+    deposit_coeff, tangent_start,
 };
 
 /// A primitive's own reverse-mode formulas, plugged into [`OpPullback`].
@@ -79,6 +81,21 @@ pub struct Saved<B: Backend> {
     pub(crate) c_meta: Meta,
     pub(crate) active: Activity,
 }
+
+/// What the cotangent formulas of a [`Unary`] op read: the backend, the saved point and the
+/// output cotangent `C̄` (already checked against C).
+pub struct Point<'s, B: Backend> {
+    pub(crate) be: &'s B,
+    pub(crate) at: &'s Saved<B>,
+    pub(crate) c_bar: &'s B::Tensor,
+}
+
+impl<B: Backend> Clone for Point<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<B: Backend> Copy for Point<'_, B> {}
 
 /// The pullback of one primitive call ([`AddPullback`](super::AddPullback),
 /// [`TracePullback`](super::TracePullback), [`ContractPullback`](super::ContractPullback)):
@@ -173,17 +190,10 @@ pub trait Coefficients {
     fn coefficients(&self) -> Ab;
 }
 
-/// A one-operand primitive `C ← β·C + α·K(op(A))` (add, trace): its shape check, kernel and
-/// the cotangents of A and α; it is then a [`Formulas`] (keeping A only for `ᾱ`),
-/// and its `rrule`, `pullback_at` and `frule` are the same code for both ([`rrule`],
-/// [`pullback_at`], [`frule`]).
-pub trait Unary: Coefficients + Clone + Debug {
-    /// Adds `Ā` and `ᾱ` (see [`Formulas::operand_cotangents`]).
-    ///
-    /// # Errors
-    /// Backend errors; shape/dtype errors of existing buffers.
-    fn cotangents<B: Backend>(&self, step: Step<'_, B>) -> Result<()>;
-
+/// The kernel `C ← β·C + α·K(op(A))` of a one-operand primitive (add, trace) and its shape
+/// check; written by [`unary_op!`](crate::rules::skeleton::unary_op) from the op's backend
+/// method and index map.
+pub trait UnaryKernel {
     /// Checks the shapes of A and C.
     ///
     /// # Errors
@@ -197,6 +207,27 @@ pub trait Unary: Coefficients + Clone + Debug {
     fn kernel<B: Backend>(&self, be: &B, c: &mut B::Tensor, a: &B::Tensor, ab: Ab) -> Result<()>;
 }
 
+/// A one-operand primitive `C ← β·C + α·K(op(A))` (add, trace): its kernel and shape check
+/// ([`UnaryKernel`]) and the cotangents of A and α; it is then a [`Formulas`] (keeping A only
+/// for `ᾱ`), and its `rrule`, `pullback_at` and `frule` are the same code for both
+/// ([`rrule`], [`pullback_at`], [`frule`]). Its struct, inherent methods and
+/// [`UnaryKernel`] are written by [`unary_op!`](crate::rules::skeleton::unary_op); the op
+/// file implements this trait, its cotangent formulas.
+pub trait Unary: UnaryKernel + Coefficients + Clone + Debug {
+    /// Adds `Ā` for the output cotangent into `slot` (A active).
+    ///
+    /// # Errors
+    /// Backend errors; shape/dtype errors of an existing buffer.
+    fn a_cotangent<B: Backend>(&self, p: Point<'_, B>, slot: &mut Option<B::Tensor>) -> Result<()>;
+
+    /// `⟨K(op(A)), C̄⟩` for the kept A, the cotangent of α before its projection onto α's
+    /// dtype.
+    ///
+    /// # Errors
+    /// Backend errors.
+    fn alpha_cotangent<B: Backend>(&self, p: Point<'_, B>, a: &B::Tensor) -> Result<DynScalar>;
+}
+
 impl<Op: Unary> Formulas for Op {
     type Plan = ();
 
@@ -208,9 +239,29 @@ impl<Op: Unary> Formulas for Op {
         Ok(())
     }
 
+    /// `Ā` ([`Unary::a_cotangent`]), then `ᾱ` ([`Unary::alpha_cotangent`], projected).
     fn operand_cotangents<B: Backend>(&self, _: &(), step: Step<'_, B>) -> Result<()> {
-        self.cotangents(step)
+        let (be, at, c_bar, into) = step.parts();
+        let p = Point { be, at, c_bar };
+        if at.active.a {
+            self.a_cotangent(p, &mut into.a)?;
+        }
+        if let (true, Some(a)) = (at.active.alpha, &at.operands[0]) {
+            let v = self.alpha_cotangent(p, a)?;
+            deposit_coeff(&mut into.alpha, v, self.coefficients().0);
+        }
+        Ok(())
     }
+}
+
+/// The primal of a [`Unary`] op, `C ← β·C + α·K(op(A))` with the op's own `(α, β)`.
+pub(crate) fn apply<B: Backend, Op: Unary>(
+    op: &Op,
+    be: &B,
+    c: &mut B::Tensor,
+    a: &B::Tensor,
+) -> Result<()> {
+    op.kernel(be, c, a, op.coefficients())
 }
 
 /// The pullback of a [`Unary`] op at `(C, A)` (`c` before the update).
@@ -234,7 +285,7 @@ pub(crate) fn rrule<B: Backend, Op: Unary>(
     active: Activity,
 ) -> Result<OpPullback<B, Op>> {
     let pb = pullback_at(op, be, c, a, active)?;
-    op.kernel(be, c, a, op.coefficients())?;
+    apply(op, be, c, a)?;
     Ok(pb)
 }
 
@@ -264,3 +315,168 @@ pub(crate) fn frule<B: Backend, Op: Unary>(
     op.kernel(be, c, a, (alpha, beta))?;
     Ok(dc)
 }
+
+/// Writes a one-operand op (add, trace) around its index map. From
+/// `pub struct Op(kernel: Backend::k, check: Map::c) -> Pullback { map: Map }` (with the docs
+/// of the op and of its map field) it writes the struct (`map`, then `conj`, `alpha`, `beta`),
+/// its builders, `apply`, `rrule`, `pullback_at` and `frule` (the skeleton's [`apply`],
+/// [`rrule`], [`pullback_at`], [`frule`]), the alias `Pullback<B> = OpPullback<B, Op>`, and
+/// [`UnaryKernel`]: `check_shapes` is `self.map.c(a, c)`, `kernel` is
+/// `be.k(c, a, &self.map, self.conj, α, β)`. The op file implements [`Unary`], its cotangent
+/// formulas. (A macro rather than one generic struct because the public structs keep their
+/// own field names, `AddOp::perm` and `TraceOp::spec`, and their methods stay inherent,
+/// callable without importing a trait.)
+macro_rules! unary_op {
+    (
+        $(#[$doc:meta])*
+        pub struct $op:ident(
+            kernel: Backend::$kernel:ident,
+            check: $check_ty:ident::$check:ident $(,)?
+        ) -> $pullback:ident {
+            $(#[$map_doc:meta])*
+            $map:ident: $map_ty:ident $(,)?
+        }
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq)]
+        pub struct $op {
+            $(#[$map_doc])*
+            pub $map: $map_ty,
+            /// conjugation flag of A
+            pub conj: $crate::spec::Conj,
+            /// α
+            pub alpha: $crate::scalar::DynScalar,
+            /// β (zero is a strong zero: C is not read)
+            pub beta: $crate::scalar::DynScalar,
+        }
+
+        impl $op {
+            #[doc = concat!(
+                "The op with this `", stringify!($map), "`, no conjugation, α = 1 and β = 0 ",
+                "(both `f64`, cast to C's dtype): the primal writes the mapped A into C."
+            )]
+            pub fn new($map: $map_ty) -> Self {
+                $op {
+                    $map,
+                    conj: $crate::spec::Conj::No,
+                    alpha: $crate::scalar::DynScalar::F64(1.0),
+                    beta: $crate::scalar::DynScalar::F64(0.0),
+                }
+            }
+
+            /// Sets the conjugation flag.
+            pub fn conj(mut self, conj: $crate::spec::Conj) -> Self {
+                self.conj = conj;
+                self
+            }
+
+            coefficient_builders!();
+
+            #[doc = concat!(
+                "The primal `C ← β·C + α·K(op(A))`, `K` the map of `", stringify!($map),
+                "` (see [`", stringify!($op), "`])."
+            )]
+            ///
+            /// # Errors
+            #[doc = concat!(
+                "Those of [`Backend::", stringify!($kernel),
+                "`](crate::Backend::", stringify!($kernel), ")."
+            )]
+            pub fn apply<B: $crate::Backend>(
+                &self,
+                be: &B,
+                c: &mut B::Tensor,
+                a: &B::Tensor,
+            ) -> $crate::Result<()> {
+                $crate::rules::skeleton::apply(self, be, c, a)
+            }
+
+            /// The primal, updating `c` in place, and its pullback. The pullback keeps A only
+            /// when α is active and `C_old` only when β is active.
+            ///
+            /// # Errors
+            #[doc = concat!(
+                "Those of [`pullback_at`](Self::pullback_at) and of [`Backend::",
+                stringify!($kernel), "`](crate::Backend::", stringify!($kernel),
+                "); on error `c` is unchanged."
+            )]
+            pub fn rrule<B: $crate::Backend>(
+                &self,
+                be: &B,
+                c: &mut B::Tensor,
+                a: &B::Tensor,
+                active: $crate::rules::Activity,
+            ) -> $crate::Result<$pullback<B>> {
+                $crate::rules::skeleton::rrule(self, be, c, a, active)
+            }
+
+            /// The pullback at the primal point `(C, A)` without computing the primal, for
+            /// engines that run the primal themselves (a custom op whose forward is a fused
+            /// kernel). `c` is C as it was *before* the update: only its shape and dtype are
+            /// read, unless β is active (then it is kept for `β̄`). Same pullback as
+            /// [`rrule`](Self::rrule).
+            ///
+            /// # Errors
+            #[doc = concat!(
+                "Shape or rank mismatch of `a` and `c` (see [`", stringify!($check_ty), "::",
+                stringify!($check), "`](crate::", stringify!($check_ty), "::",
+                stringify!($check), "))."
+            )]
+            pub fn pullback_at<B: $crate::Backend>(
+                &self,
+                be: &B,
+                c: &B::Tensor,
+                a: &B::Tensor,
+                active: $crate::rules::Activity,
+            ) -> $crate::Result<$pullback<B>> {
+                $crate::rules::skeleton::pullback_at(self, be, c, a, active)
+            }
+
+            /// The primal, updating `c` in place, and the tangent of the updated C (computed
+            /// before the primal overwrites C; its formula is on the type).
+            ///
+            /// # Errors
+            #[doc = concat!(
+                "Those of [`pullback_at`](Self::pullback_at) and of [`Backend::",
+                stringify!($kernel), "`](crate::Backend::", stringify!($kernel), ");"
+            )]
+            /// a tangent whose shape or dtype does not match its primal
+            /// ([`crate::Error::ShapeMismatch`] / [`crate::Error::DTypeMismatch`] naming
+            /// `"tangent of a"` etc.); [`crate::Error::NonFinite`] for a tangent that is not
+            /// finite although its inputs are. On error `c` is unchanged.
+            pub fn frule<B: $crate::Backend>(
+                &self,
+                be: &B,
+                c: &mut B::Tensor,
+                a: &B::Tensor,
+                t: $crate::rules::Tangents<'_, B>,
+            ) -> $crate::Result<B::Tensor> {
+                $crate::rules::skeleton::frule(self, be, c, a, t)
+            }
+        }
+
+        #[doc = concat!(
+            "Pullback of one [`", stringify!($op), "`] call (the shared [`OpPullback`]",
+            "(crate::rules::OpPullback)): `pullback(&c̄)` for fresh cotangents, ",
+            "`accumulate(&c̄, &mut grads)` into existing buffers."
+        )]
+        pub type $pullback<B> = $crate::rules::OpPullback<B, $op>;
+
+        impl $crate::rules::skeleton::UnaryKernel for $op {
+            fn check_shapes(&self, a: &[usize], c: &[usize]) -> $crate::Result<()> {
+                self.$map.$check(a, c)
+            }
+
+            fn kernel<B: $crate::Backend>(
+                &self,
+                be: &B,
+                c: &mut B::Tensor,
+                a: &B::Tensor,
+                ab: $crate::rules::skeleton::Ab,
+            ) -> $crate::Result<()> {
+                be.$kernel(c, a, &self.$map, self.conj, ab.0, ab.1)
+            }
+        }
+    };
+}
+pub(crate) use unary_op;
