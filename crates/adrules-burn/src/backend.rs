@@ -10,7 +10,7 @@ use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend as Engine, Shape, Slice, TensorData, TensorMetadata, read_sync};
 
 use crate::convert::*;
-use crate::flex;
+use crate::flex::{self, Kernel};
 use crate::handle::BurnTensor;
 
 /// The dtypes burn stores that the rules accept.
@@ -318,8 +318,8 @@ impl<B: Engine> Backend for BurnBackend<B> {
         // Real data: the real part of α·P(A) is Re(α)·P(A), rounded to C's precision.
         let alpha = alpha.re();
         let ac = Self::in_dtype(a, dc);
-        let prim = AddOp::new(p.clone()).alpha(alpha).beta(beta);
-        if !flex::primitive(c, &[&ac], prim, dc)? {
+        let prim = AddOp::new(p.clone()).alpha(alpha).beta(beta).into();
+        if !flex::run(c, &[&ac], Kernel::Primitive(&prim), dc)? {
             let term = Self::permute(Self::cast(a, dc), p.as_slice());
             Self::update(c, term, alpha, beta);
         }
@@ -339,8 +339,8 @@ impl<B: Engine> Backend for BurnBackend<B> {
         let k = check::trace(self, c, a, spec, alpha, beta)?;
         let (alpha, beta) = (k.alpha.re(), k.beta.re());
         let ac = Self::in_dtype(a, dc);
-        let prim = TraceOp::new(spec.clone()).alpha(alpha).beta(beta);
-        if !flex::primitive(c, &[&ac], prim, dc)? {
+        let prim = TraceOp::new(spec.clone()).alpha(alpha).beta(beta).into();
+        if !flex::run(c, &[&ac], Kernel::Primitive(&prim), dc)? {
             Self::update(c, self.trace_term(&ac, spec, dc), alpha, beta);
         }
         Ok(())
@@ -356,8 +356,11 @@ impl<B: Engine> Backend for BurnBackend<B> {
     ) -> Result<()> {
         let da = self.supported(&[("a", a), ("c", c)])?;
         check::add_to_diagonal(self, a, c, spec)?;
-        let cc = Self::in_dtype(c, da);
-        if flex::add_to_diagonal(a, &cc, spec, alpha.re(), da)? || a.dims.contains(&0) {
+        let (cc, kernel) = (
+            Self::in_dtype(c, da),
+            Kernel::AddToDiagonal(spec, alpha.re()),
+        );
+        if flex::run(a, &[&cc], kernel, da)? || a.dims.contains(&0) {
             return Ok(());
         }
         // Real data: proj(α·C) = Re(α)·C rounded to A's precision, broadcast over the summed
@@ -392,8 +395,8 @@ impl<B: Engine> Backend for BurnBackend<B> {
         let k = check::contract(self, c, a, b, spec, alpha, beta)?;
         let (alpha, beta) = (k.alpha.re(), k.beta.re());
         let (ac, bc) = (Self::in_dtype(a, dc), Self::in_dtype(b, dc));
-        let prim = ContractOp::new(spec.clone()).alpha(alpha).beta(beta);
-        if !flex::primitive(c, &[&ac, &bc], prim, dc)? {
+        let prim = ContractOp::new(spec.clone()).alpha(alpha).beta(beta).into();
+        if !flex::run(c, &[&ac, &bc], Kernel::Primitive(&prim), dc)? {
             Self::update(c, self.ttgt(&ac, &bc, spec), alpha, beta);
         }
         Ok(())
@@ -440,8 +443,7 @@ impl<B: Engine> Backend for BurnBackend<B> {
 
 #[cfg(test)]
 mod flex_tests {
-    //! The Flex fast path ([`flex::primitive`], [`flex::add_to_diagonal`]) as the backend calls
-    //! it.
+    //! The Flex fast path ([`flex::run`]) as the backend calls it.
     use adrules_core::HostTensor;
     use adrules_testing::{ReferenceBackend, Rng, Tolerance, Value};
     use burn_backend::ops::FloatTensorOps;
@@ -467,14 +469,14 @@ mod flex_tests {
         );
         let fb = BurnBackend::<Flex>::new(Default::default());
         let mut c = fb.zeros(&[2, 4], DType::F64).unwrap();
-        let prim = ContractOp::new(spec);
+        let prim = ContractOp::new(spec).into();
         let operands = [&flex(&a), &flex(&b)];
-        assert!(flex::primitive(&mut c, &operands, prim.clone(), DType::F64).unwrap());
+        assert!(flex::run(&mut c, &operands, Kernel::Primitive(&prim), DType::F64).unwrap());
         #[allow(deprecated)]
         let nb = BurnBackend::<NdArray>::new(Default::default());
         let mut c = nb.zeros(&[2, 4], DType::F64).unwrap();
         let (a, b) = (nb.from_host(a).unwrap(), nb.from_host(b).unwrap());
-        assert!(!flex::primitive(&mut c, &[&a, &b], prim, DType::F64).unwrap());
+        assert!(!flex::run(&mut c, &[&a, &b], Kernel::Primitive(&prim), DType::F64).unwrap());
     }
 
     #[test]
@@ -487,15 +489,16 @@ mod flex_tests {
             flex(&rng.tensor(&[2, 4, 5], DType::F64)),
         );
         let mut c = fb.zeros(&[5, 2, 3], DType::F64).unwrap();
-        let prim = ContractOp::new(batched);
-        assert!(flex::primitive(&mut c, &[&a, &b], prim, DType::F64).unwrap());
+        let prim = ContractOp::new(batched).into();
+        assert!(flex::run(&mut c, &[&a, &b], Kernel::Primitive(&prim), DType::F64).unwrap());
         let diagonal = TraceSpec::from_labels("ibjb", "jbi").unwrap();
         let x = flex(&rng.tensor(&[3, 2, 4, 2], DType::F32));
         let mut d = fb.zeros(&[4, 2, 3], DType::F32).unwrap();
-        let prim = TraceOp::new(diagonal.clone()).alpha(2.0);
-        assert!(flex::primitive(&mut d, &[&x], prim, DType::F32).unwrap());
+        let prim = TraceOp::new(diagonal.clone()).alpha(2.0).into();
+        assert!(flex::run(&mut d, &[&x], Kernel::Primitive(&prim), DType::F32).unwrap());
         let mut y = fb.zeros(&[3, 2, 4, 2], DType::F32).unwrap();
-        assert!(flex::add_to_diagonal(&mut y, &d, &diagonal, 1.0, DType::F32).unwrap());
+        let kernel = Kernel::AddToDiagonal(&diagonal, 1.0);
+        assert!(flex::run(&mut y, &[&d], kernel, DType::F32).unwrap());
         // y holds d on its diagonal: tracing it again gives d back.
         let mut again = fb.zeros(&[4, 2, 3], DType::F32).unwrap();
         let (one, zero) = (1.0.into(), 0.0.into());
@@ -518,8 +521,8 @@ mod flex_tests {
         let (a, b) = (BurnTensor::new(a), BurnTensor::new(b));
         let fb = BurnBackend::<Flex>::new(Default::default());
         let mut c = fb.zeros(&[5, 2], DType::F64).unwrap();
-        let prim = ContractOp::new(spec.clone()).alpha(2.0);
-        assert!(flex::primitive(&mut c, &[&a, &b], prim, DType::F64).unwrap());
+        let prim = ContractOp::new(spec.clone()).alpha(2.0).into();
+        assert!(flex::run(&mut c, &[&a, &b], Kernel::Primitive(&prim), DType::F64).unwrap());
 
         let r = ReferenceBackend;
         let (ra, rb) = (
@@ -558,8 +561,8 @@ mod flex_tests {
         let mut c = flex(&hc);
         let kept = c.clone();
         let p = Permutation::new(&[1, 0]).unwrap();
-        let prim = AddOp::new(p).beta(1.0);
-        assert!(flex::primitive(&mut c, &[&flex(&ha)], prim, DType::F32).unwrap());
+        let prim = AddOp::new(p).beta(1.0).into();
+        assert!(flex::run(&mut c, &[&flex(&ha)], Kernel::Primitive(&prim), DType::F32).unwrap());
         assert_eq!(
             fb.to_host(&kept).unwrap(),
             hc,

@@ -86,41 +86,18 @@ fn update<T: FlexElement, B: Backend>(
 }
 
 /// What runs on the Flex views.
-enum Kernel<'a> {
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Kernel<'a> {
     /// `C ← β·C + α·op(operands)`, any primitive call ([`kernels::primitive`])
-    Primitive(Primitive),
-    /// `A ← A + α·C` on the diagonal of A (the trace's adjoint): the operand is C, the
-    /// updated tensor A
+    Primitive(&'a Primitive),
+    /// `A ← A + α·C` on the diagonal of A (the trace's adjoint; the operand is C, the updated
+    /// tensor A, and β is 1)
     AddToDiagonal(&'a TraceSpec, f64),
 }
 
-/// Runs the primitive call `prim` on Flex, `C ← β·C + α·op(x)` with the operands `x` in
-/// input order, all of C's dtype `dc` (shapes already checked, α and β real); `Ok(false)`
-/// when `B` is not Flex.
-pub(crate) fn primitive<B: Backend>(
-    c: &mut BurnTensor<B>,
-    x: &[&BurnTensor<B>],
-    prim: impl Into<Primitive>,
-    dc: DType,
-) -> Result<bool> {
-    run(c, x, Kernel::Primitive(prim.into()), dc)
-}
-
-/// Runs the trace's adjoint on Flex, `A ← A + α·C` on the diagonal of A under `spec`, C of
-/// A's dtype `da` (shapes already checked); `Ok(false)` when `B` is not Flex.
-pub(crate) fn add_to_diagonal<B: Backend>(
-    a: &mut BurnTensor<B>,
-    c: &BurnTensor<B>,
-    spec: &TraceSpec,
-    alpha: f64,
-    da: DType,
-) -> Result<bool> {
-    run(a, &[c], Kernel::AddToDiagonal(spec, alpha), da)
-}
-
-/// Runs `kernel` on C and the operands `x`, in C's dtype `dc`; `Ok(false)` when `B` is not
-/// Flex.
-fn run<B: Backend>(
+/// Runs `kernel` on Flex with the operands `x` in the kernel's order, all of C's dtype `dc`
+/// (shapes already checked; a primitive's α and β real); `Ok(false)` when `B` is not Flex.
+pub(crate) fn run<B: Backend>(
     c: &mut BurnTensor<B>,
     x: &[&BurnTensor<B>],
     kernel: Kernel<'_>,
@@ -145,9 +122,9 @@ fn typed<T: FlexElement, B: Backend>(
 ) -> Result<()> {
     let views = x.iter().map(|t| view::<T, B>(t));
     let views = views.collect::<Result<Vec<_>>>()?;
-    let fresh = matches!(&kernel, Kernel::Primitive(p) if p.beta().is_zero());
+    let fresh = matches!(kernel, Kernel::Primitive(p) if p.beta().is_zero());
     update::<T, B>(c, fresh, |cv| match (kernel, views.as_slice()) {
-        (Kernel::Primitive(p), _) => kernels::primitive(cv, &views, &p),
+        (Kernel::Primitive(p), _) => kernels::primitive(cv, &views, p),
         (Kernel::AddToDiagonal(spec, alpha), [c]) => {
             kernels::add_to_diagonal(cv, c, spec, Conj::No, DynScalar::from(alpha))
         }
