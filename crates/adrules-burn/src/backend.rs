@@ -1,6 +1,7 @@
 //! [`BurnBackend`]: the core [`Backend`] trait on burn's float primitives.
 
 use adrules_core::backend::{check, transfers};
+use adrules_core::rules::{AddOp, ContractOp, TraceOp};
 use adrules_core::{
     Backend, Conj, ContractSpec, DType, Dims, DynScalar, Error, HostData, HostTensor, Permutation,
     Result, TraceSpec,
@@ -317,7 +318,8 @@ impl<B: Engine> Backend for BurnBackend<B> {
         // Real data: the real part of α·P(A) is Re(α)·P(A), rounded to C's precision.
         let alpha = alpha.re();
         let ac = Self::in_dtype(a, dc);
-        if !flex::run(c, &[&ac], Kernel::Add(p), alpha, beta, dc)? {
+        let prim = AddOp::new(p.clone()).alpha(alpha).beta(beta).into();
+        if !flex::run(c, &[&ac], Kernel::Primitive(&prim), dc)? {
             let term = Self::permute(Self::cast(a, dc), p.as_slice());
             Self::update(c, term, alpha, beta);
         }
@@ -337,7 +339,8 @@ impl<B: Engine> Backend for BurnBackend<B> {
         let k = check::trace(self, c, a, spec, alpha, beta)?;
         let (alpha, beta) = (k.alpha.re(), k.beta.re());
         let ac = Self::in_dtype(a, dc);
-        if !flex::run(c, &[&ac], Kernel::Trace(spec), alpha, beta, dc)? {
+        let prim = TraceOp::new(spec.clone()).alpha(alpha).beta(beta).into();
+        if !flex::run(c, &[&ac], Kernel::Primitive(&prim), dc)? {
             Self::update(c, self.trace_term(&ac, spec, dc), alpha, beta);
         }
         Ok(())
@@ -353,8 +356,11 @@ impl<B: Engine> Backend for BurnBackend<B> {
     ) -> Result<()> {
         let da = self.supported(&[("a", a), ("c", c)])?;
         check::add_to_diagonal(self, a, c, spec)?;
-        let (cc, kernel) = (Self::in_dtype(c, da), Kernel::AddToDiagonal(spec));
-        if flex::run(a, &[&cc], kernel, alpha.re(), 1.0, da)? || a.dims.contains(&0) {
+        let (cc, kernel) = (
+            Self::in_dtype(c, da),
+            Kernel::AddToDiagonal(spec, alpha.re()),
+        );
+        if flex::run(a, &[&cc], kernel, da)? || a.dims.contains(&0) {
             return Ok(());
         }
         // Real data: proj(α·C) = Re(α)·C rounded to A's precision, broadcast over the summed
@@ -389,7 +395,8 @@ impl<B: Engine> Backend for BurnBackend<B> {
         let k = check::contract(self, c, a, b, spec, alpha, beta)?;
         let (alpha, beta) = (k.alpha.re(), k.beta.re());
         let (ac, bc) = (Self::in_dtype(a, dc), Self::in_dtype(b, dc));
-        if !flex::run(c, &[&ac, &bc], Kernel::Contract(spec), alpha, beta, dc)? {
+        let prim = ContractOp::new(spec.clone()).alpha(alpha).beta(beta).into();
+        if !flex::run(c, &[&ac, &bc], Kernel::Primitive(&prim), dc)? {
             Self::update(c, self.ttgt(&ac, &bc, spec), alpha, beta);
         }
         Ok(())
@@ -462,32 +469,14 @@ mod flex_tests {
         );
         let fb = BurnBackend::<Flex>::new(Default::default());
         let mut c = fb.zeros(&[2, 4], DType::F64).unwrap();
-        assert!(
-            flex::run(
-                &mut c,
-                &[&flex(&a), &flex(&b)],
-                Kernel::Contract(&spec),
-                1.0,
-                0.0,
-                DType::F64
-            )
-            .unwrap()
-        );
+        let prim = ContractOp::new(spec).into();
+        let operands = [&flex(&a), &flex(&b)];
+        assert!(flex::run(&mut c, &operands, Kernel::Primitive(&prim), DType::F64).unwrap());
         #[allow(deprecated)]
         let nb = BurnBackend::<NdArray>::new(Default::default());
         let mut c = nb.zeros(&[2, 4], DType::F64).unwrap();
         let (a, b) = (nb.from_host(a).unwrap(), nb.from_host(b).unwrap());
-        assert!(
-            !flex::run(
-                &mut c,
-                &[&a, &b],
-                Kernel::Contract(&spec),
-                1.0,
-                0.0,
-                DType::F64
-            )
-            .unwrap()
-        );
+        assert!(!flex::run(&mut c, &[&a, &b], Kernel::Primitive(&prim), DType::F64).unwrap());
     }
 
     #[test]
@@ -500,16 +489,16 @@ mod flex_tests {
             flex(&rng.tensor(&[2, 4, 5], DType::F64)),
         );
         let mut c = fb.zeros(&[5, 2, 3], DType::F64).unwrap();
-        let kernel = Kernel::Contract(&batched);
-        assert!(flex::run(&mut c, &[&a, &b], kernel, 1.0, 0.0, DType::F64).unwrap());
+        let prim = ContractOp::new(batched).into();
+        assert!(flex::run(&mut c, &[&a, &b], Kernel::Primitive(&prim), DType::F64).unwrap());
         let diagonal = TraceSpec::from_labels("ibjb", "jbi").unwrap();
         let x = flex(&rng.tensor(&[3, 2, 4, 2], DType::F32));
         let mut d = fb.zeros(&[4, 2, 3], DType::F32).unwrap();
-        let kernel = Kernel::Trace(&diagonal);
-        assert!(flex::run(&mut d, &[&x], kernel, 2.0, 0.0, DType::F32).unwrap());
+        let prim = TraceOp::new(diagonal.clone()).alpha(2.0).into();
+        assert!(flex::run(&mut d, &[&x], Kernel::Primitive(&prim), DType::F32).unwrap());
         let mut y = fb.zeros(&[3, 2, 4, 2], DType::F32).unwrap();
-        let kernel = Kernel::AddToDiagonal(&diagonal);
-        assert!(flex::run(&mut y, &[&d], kernel, 1.0, 1.0, DType::F32).unwrap());
+        let kernel = Kernel::AddToDiagonal(&diagonal, 1.0);
+        assert!(flex::run(&mut y, &[&d], kernel, DType::F32).unwrap());
         // y holds d on its diagonal: tracing it again gives d back.
         let mut again = fb.zeros(&[4, 2, 3], DType::F32).unwrap();
         let (one, zero) = (1.0.into(), 0.0.into());
@@ -532,17 +521,8 @@ mod flex_tests {
         let (a, b) = (BurnTensor::new(a), BurnTensor::new(b));
         let fb = BurnBackend::<Flex>::new(Default::default());
         let mut c = fb.zeros(&[5, 2], DType::F64).unwrap();
-        assert!(
-            flex::run(
-                &mut c,
-                &[&a, &b],
-                Kernel::Contract(&spec),
-                2.0,
-                0.0,
-                DType::F64
-            )
-            .unwrap()
-        );
+        let prim = ContractOp::new(spec.clone()).alpha(2.0).into();
+        assert!(flex::run(&mut c, &[&a, &b], Kernel::Primitive(&prim), DType::F64).unwrap());
 
         let r = ReferenceBackend;
         let (ra, rb) = (
@@ -581,7 +561,8 @@ mod flex_tests {
         let mut c = flex(&hc);
         let kept = c.clone();
         let p = Permutation::new(&[1, 0]).unwrap();
-        assert!(flex::run(&mut c, &[&flex(&ha)], Kernel::Add(&p), 1.0, 1.0, DType::F32).unwrap());
+        let prim = AddOp::new(p).beta(1.0).into();
+        assert!(flex::run(&mut c, &[&flex(&ha)], Kernel::Primitive(&prim), DType::F32).unwrap());
         assert_eq!(
             fb.to_host(&kept).unwrap(),
             hc,

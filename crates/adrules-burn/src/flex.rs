@@ -1,9 +1,10 @@
 //! The Flex fast path: adrules-strided's kernels on Flex's own storage.
 //!
 //! When the inner backend is burn's Flex CPU backend, [`BurnBackend`](crate::BurnBackend)
-//! runs its permuted add, generalized trace (diagonals, traces, sums), the trace's adjoint
-//! `add_to_diagonal` (in place in A) and (batched) contraction through
-//! `adrules_strided::kernels` instead of burn ops: operands are read in place as strided
+//! runs its permuted add, generalized trace (diagonals, traces, sums) and (batched)
+//! contraction through `adrules_strided::kernels::primitive` (one entry for every primitive
+//! call), and the trace's adjoint through `kernels::add_to_diagonal` (in place in A), instead
+//! of burn ops: operands are read in place as strided
 //! views of the Flex buffers (Flex layouts carry strides, possibly negative or zero, and an
 //! offset, which the views take as they are: no copy for transposed, sliced or broadcast
 //! operands), and the contraction runs on faer's GEMM. The output is a fresh row-major buffer
@@ -15,7 +16,8 @@
 
 use std::any::Any;
 
-use adrules_core::{Conj, ContractSpec, DType, DynScalar, Permutation, Result, TraceSpec};
+use adrules_core::rules::Primitive;
+use adrules_core::{Conj, DType, DynScalar, Result, TraceSpec};
 use adrules_strided::{Element, StridedView, StridedViewMut, kernels};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, TensorData};
@@ -83,37 +85,31 @@ fn update<T: FlexElement, B: Backend>(
     Ok(())
 }
 
-/// The strided kernel of a primitive, with its index specification.
+/// What runs on the Flex views.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Kernel<'a> {
-    /// `C ← β·C + α·P_p(A)`
-    Add(&'a Permutation),
-    /// `C ← β·C + α·Σ_summed diag_kept(A)`: diagonals, traces, sums
-    Trace(&'a TraceSpec),
+    /// `C ← β·C + α·op(operands)`, any primitive call ([`kernels::primitive`])
+    Primitive(&'a Primitive),
     /// `A ← A + α·C` on the diagonal of A (the trace's adjoint; the operand is C, the updated
     /// tensor A, and β is 1)
-    AddToDiagonal(&'a TraceSpec),
-    /// `C ← β·C + α·P(A·B)`
-    Contract(&'a ContractSpec),
+    AddToDiagonal(&'a TraceSpec, f64),
 }
 
-/// Runs `kernel` on Flex, `C ← β·C + α·kernel(x)` with the operands `x` in the kernel's
-/// order, all of C's dtype `dc` (shapes already checked); `Ok(false)` when `B` is not Flex.
+/// Runs `kernel` on Flex with the operands `x` in the kernel's order, all of C's dtype `dc`
+/// (shapes already checked; a primitive's α and β real); `Ok(false)` when `B` is not Flex.
 pub(crate) fn run<B: Backend>(
     c: &mut BurnTensor<B>,
     x: &[&BurnTensor<B>],
     kernel: Kernel<'_>,
-    alpha: f64,
-    beta: f64,
     dc: DType,
 ) -> Result<bool> {
     if as_flex(c).is_none() || x.iter().any(|t| as_flex(t).is_none()) {
         return Ok(false);
     }
     if dc.is_double() {
-        typed::<f64, B>(c, x, kernel, alpha, beta)?;
+        typed::<f64, B>(c, x, kernel)?;
     } else {
-        typed::<f32, B>(c, x, kernel, alpha, beta)?;
+        typed::<f32, B>(c, x, kernel)?;
     }
     Ok(true)
 }
@@ -123,20 +119,17 @@ fn typed<T: FlexElement, B: Backend>(
     c: &mut BurnTensor<B>,
     x: &[&BurnTensor<B>],
     kernel: Kernel<'_>,
-    alpha: f64,
-    beta: f64,
 ) -> Result<()> {
     let views = x.iter().map(|t| view::<T, B>(t));
     let views = views.collect::<Result<Vec<_>>>()?;
-    let (fresh, proj) = (beta == 0.0, DynScalar::from(alpha));
-    let (alpha, beta) = (T::from_elem(alpha), T::from_elem(beta));
+    let fresh = matches!(kernel, Kernel::Primitive(p) if p.beta().is_zero());
     update::<T, B>(c, fresh, |cv| match (kernel, views.as_slice()) {
-        (Kernel::Add(p), [a]) => kernels::add(cv, a, p, Conj::No, alpha, beta),
-        (Kernel::Trace(spec), [a]) => kernels::trace(cv, a, spec, Conj::No, alpha, beta),
-        (Kernel::AddToDiagonal(spec), [c]) => kernels::add_to_diagonal(cv, c, spec, Conj::No, proj),
-        (Kernel::Contract(spec), [a, b]) => {
-            kernels::contract(cv, a, b, spec, Conj::No, Conj::No, alpha, beta)
+        (Kernel::Primitive(p), _) => kernels::primitive(cv, &views, p),
+        (Kernel::AddToDiagonal(spec, alpha), [c]) => {
+            kernels::add_to_diagonal(cv, c, spec, Conj::No, DynScalar::from(alpha))
         }
-        _ => Err(engine_error("a kernel called with the wrong operand count")),
+        _ => Err(engine_error(
+            "add_to_diagonal called with the wrong operand count",
+        )),
     })
 }

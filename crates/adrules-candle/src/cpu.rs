@@ -7,14 +7,13 @@
 //! computation's is cast first (one contiguous copy). Other dtypes take the device-generic
 //! path of [`crate::kernel`], which reports them.
 
-use adrules_core::Conj;
 use adrules_core::rules::Primitive;
 use adrules_strided::kernels;
-use adrules_strided::{Element, StridedView, StridedViewMut};
+use adrules_strided::{Element, StridedView};
 use candle_core::{CpuStorage, DType, Layout, Result, Shape, WithDType};
 
 use crate::convert::to_candle;
-use crate::kernel::{self, View, cast, count_error};
+use crate::kernel::{self, View, cast};
 
 /// An element type served by the CPU fast path: `f32` or `f64`.
 trait Real: Element + WithDType {}
@@ -45,27 +44,15 @@ pub(crate) fn forward(
 }
 
 /// [`forward`] in `T`: each operand cast to `T` (a copy only when its dtype differs) and read
-/// in place through its layout; the output is a fresh row-major `Vec` that candle then owns.
+/// in place through its layout; [`kernels::primitive_fresh`] writes the output, a fresh
+/// row-major `Vec` that candle then owns.
 fn typed<T: Real>(prim: &Primitive, x: &[(&CpuStorage, &Layout)]) -> Result<(CpuStorage, Shape)> {
     let held: Vec<View<'_, CpuStorage>> = x
         .iter()
         .map(|&(s, l)| cast(s, l, <T as WithDType>::DTYPE))
         .collect::<Result<_>>()?;
     let views: Vec<StridedView<'_, T>> = held.iter().map(view::<T>).collect::<Result<_>>()?;
-    let dims: Vec<&[usize]> = views.iter().map(StridedView::dims).collect();
-    let dims = prim.output_dims(&dims).map_err(to_candle)?;
-    let (alpha, zero) = (<T as WithDType>::from_f64(prim.alpha().re()), T::zero());
-    let mut data = vec![T::zero(); dims.iter().product()];
-    let mut c = StridedViewMut::row_major(&mut data, &dims).map_err(to_candle)?;
-    match (prim, views.as_slice()) {
-        (Primitive::Add(o), [a]) => kernels::add(&mut c, a, &o.perm, Conj::No, alpha, zero),
-        (Primitive::Trace(o), [a]) => kernels::trace(&mut c, a, &o.spec, Conj::No, alpha, zero),
-        (Primitive::Contract(o), [a, b]) => {
-            kernels::contract(&mut c, a, b, &o.spec, Conj::No, Conj::No, alpha, zero)
-        }
-        _ => Err(count_error(prim, views.len())),
-    }
-    .map_err(to_candle)?;
+    let (data, dims) = kernels::primitive_fresh::<T, T>(&views, prim).map_err(to_candle)?;
     Ok((T::to_cpu_storage_owned(data), Shape::from(dims.as_slice())))
 }
 

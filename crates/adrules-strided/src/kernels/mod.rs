@@ -15,10 +15,15 @@
 //! | [`contract`] | `C ← β·C + α·P_{pAB}(op(A)·op(B))` |
 //! | [`inner`] | `Σ conj(X)·Y` |
 //! | [`scale`] | `T ← s·T` |
+//!
+//! [`primitive`] runs any [`Primitive`](adrules_core::rules::Primitive) call (add, trace or
+//! contract, with its specification, conjugation flags, α and β) through the kernel above,
+//! and [`primitive_fresh`] into a new buffer: the one dispatch engines use on their own buffers.
 
 mod add;
 mod contract;
 mod engine;
+mod primitive;
 mod reduce;
 mod trace;
 mod transpose;
@@ -26,6 +31,7 @@ mod update;
 
 pub use add::{add, add_projected, scale};
 pub use contract::contract;
+pub use primitive::{primitive, primitive_fresh};
 pub use reduce::inner;
 pub use trace::{add_to_diagonal, trace};
 

@@ -1,6 +1,6 @@
 //! The integration tests of `adrules-strided`, one binary: the conformance suite on the
 //! strided backend (`conformance`), property tests of every kernel against the naive
-//! reference, value semantics, layouts, the buffer cache and the pooling allocator.
+//! reference, the one entry for every primitive call, value semantics, layouts, the buffer cache and the pooling allocator.
 
 mod support;
 
@@ -12,5 +12,6 @@ mod gemm_orientation;
 mod network_alloc_count;
 mod network_pool;
 mod network_sliced_memory;
+mod primitive_entry;
 mod reference;
 mod semantics;
