@@ -27,8 +27,8 @@
 //!   [`implicit::device`](adrules_core::implicit::device), no Jacobian assembled and no
 //!   vector copied to the host; dense (LU, Cholesky, small systems) on the host through the
 //!   core's [`VjpMaps`](adrules_core::implicit::VjpMaps).
-//! - [`linalg`]: SVD (thin, full, truncated), QR and symmetric eigendecomposition on burn
-//!   tensors, each one node of burn's graph whose backward is the core's pullback.
+//! - [`linalg`]: SVD (thin, full, truncated), QR, symmetric and clustered eigendecomposition
+//!   on burn tensors, each one node of burn's graph whose backward is the core's pullback.
 //! - `BurnBackend::cube` (with a cubecl feature): the core backend on a cubecl device (wgpu,
 //!   CUDA, …), for the core's API ([`forward`], the conformance suite, `ising2d --device`).
 //! - [`try_backward`] and [`take_backward_errors`]: what went wrong inside burn's infallible

@@ -1,12 +1,14 @@
-//! The decompositions as differentiable burn ops: [`svd`], [`svd_truncated`], [`qr`] and
-//! [`eigh`] take a user-facing [`Tensor<D>`] and return its factors ([`Svd`],
-//! [`TruncatedSvd`], [`Qr`], [`Eigh`]) as tensors of burn's graph: a loss built from any of
-//! the factors with burn's own ops (or this crate's) reaches `A` through `backward()`, by
-//! the core's rules (`adrules_core::linalg`: Townsend's SVD pullback with Wan & Zhang's
-//! complex terms, Walter & Lehmann's and Liao et al.'s QR pullback, Giles' eigh pullback;
+//! The decompositions as differentiable burn ops: [`svd`], [`svd_truncated`], [`qr`],
+//! [`eigh`] and [`eigh_clustered`] take a user-facing [`Tensor<D>`] and return its factors
+//! ([`Svd`], [`TruncatedSvd`], [`Qr`], [`Eigh`], [`ClusteredEigh`]) as tensors of burn's
+//! graph: a loss built from any of the factors with burn's own ops (or this crate's) reaches
+//! `A` through `backward()`, by the core's rules (`adrules_core::linalg`: Townsend's SVD
+//! pullback with Wan & Zhang's complex terms, Walter & Lehmann's and Liao et al.'s QR
+//! pullback, Giles' eigh pullback, Kato's projector derivative for the clustered eigh;
 //! formulas and sources in the docs of [`adrules_core::linalg::SvdPullback::pullback`],
-//! [`adrules_core::linalg::QrPullback::pullback`] and
-//! [`adrules_core::linalg::EighPullback::pullback`]).
+//! [`adrules_core::linalg::QrPullback::pullback`],
+//! [`adrules_core::linalg::EighPullback::pullback`] and
+//! [`adrules_core::linalg::ClusteredEighPullback::pullback`]).
 //!
 //! # How
 //! `A` is routed to the burn backend it lives on as every op of this crate is (see
@@ -26,7 +28,8 @@
 //! # Shapes and dtypes
 //! `A: [batch…, m, n]`, rank `D ≥ 2`, f32 or f64 (burn has no complex dtype), `k = min(m, n)`.
 //! Every factor is a `Tensor<D>`: the matrices have the core's shapes, and the vectors —
-//! singular values, discarded singular values, eigenvalues — keep a unit axis before their
+//! singular values, discarded singular values, eigenvalues (the clustered eigh's kept
+//! eigenvalues, which have no gradient, too) — keep a unit axis before their
 //! last one, `[batch…, 1, k]`, as burn's reductions keep theirs (`sum_dim`, `max_dim`).
 //! Stable Rust cannot write the rank `D − 1`, and a second rank parameter checked at run
 //! time would have to be spelled at every call; the unit axis instead broadcasts against the
@@ -50,15 +53,15 @@ use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use adrules_core::linalg::{
-    FactorsPullback, Packing, QrMode, RuleOptions, SvdMode, Truncation, eigh_rrule, qr_rrule,
-    svd_rrule, svd_truncated_rrule,
+    ClusterInfo, ClusterOptions, FactorsPullback, Packing, QrMode, RuleOptions, SvdMode,
+    Truncation, eigh_clustered_rrule, eigh_rrule, qr_rrule, svd_rrule, svd_truncated_rrule,
 };
-use adrules_core::{Backend as _, Error, Result};
+use adrules_core::{Backend as _, Error, HostData, HostTensor, Result};
 use burn_backend::{Backend, Slice};
-use burn_tensor::Tensor;
+use burn_tensor::{Tensor, TensorData};
 
 use crate::backend::BurnBackend;
-use crate::convert::{engine_error, float_dtype, shape_of};
+use crate::convert::{engine_error, float_dtype, shape_of, unsupported};
 use crate::handle::BurnTensor;
 use crate::node::{At, Cotangents, Rule};
 use crate::tensor::run;
@@ -104,22 +107,41 @@ pub struct Eigh<const D: usize> {
     pub vectors: Tensor<D>,
 }
 
+/// The clustered eigendecomposition of `A: [batch…, n, n]` as tensors of burn's graph (see
+/// [`eigh_clustered`]).
+#[derive(Clone, Debug)]
+pub struct ClusteredEigh<const D: usize> {
+    /// the canonical basis of the kept subspace, `W: [batch…, n, k]` (differentiable)
+    pub basis: Tensor<D>,
+    /// the compressed matrix `C' = Wᵀ·A·W: [batch…, k, k]` (differentiable)
+    pub corner: Tensor<D>,
+    /// the kept eigenvalues, sorted by `|λ|` descending: `[batch…, 1, k]`, without a
+    /// gradient (a constant of the graph; `corner` carries them)
+    pub values: Tensor<D>,
+    /// the cluster diagnostics, one per matrix in row-major batch order
+    pub info: Vec<ClusterInfo>,
+}
+
 /// Which decomposition a [`Decompose`] node computes, with its options.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 enum Which {
     Svd(SvdMode, RuleOptions),
     Truncated(Truncation, RuleOptions),
     Qr(QrMode),
     Eigh(RuleOptions),
+    /// the constant `G` on the host, the cluster options, the rules' options
+    Clustered(Arc<(HostTensor, ClusterOptions, RuleOptions)>),
 }
 
 /// What the primal found out besides the packed factors, for the caller of [`run`] (which
-/// returns the packed tensor only): where the factors lie and, for a truncated SVD, the rank
-/// kept (which depends on the data).
+/// returns the packed tensor only): where the factors lie, for a truncated SVD the rank
+/// kept (which depends on the data), for the clustered eigh its non-differentiable outputs.
 #[derive(Clone, Debug)]
 struct Layout {
     packing: Packing,
     rank: usize,
+    /// the clustered eigh's kept eigenvalues (host) and diagnostics
+    clusters: Option<(HostTensor, Vec<ClusterInfo>)>,
 }
 
 /// One decomposition of `A` as a node [`Rule`] with one input (see the module docs).
@@ -143,24 +165,33 @@ impl Rule for Decompose {
 
     fn primal<B: Backend>(&self, at: &At<'_, B>) -> Result<(BurnTensor<B>, Attached<B>)> {
         let (be, a) = (at.be, &at.x[0]);
-        let (factors, rank, pullback) = match self.which {
-            Which::Svd(mode, opts) => {
+        let mut clusters = None;
+        let (factors, rank, pullback) = match &self.which {
+            &Which::Svd(mode, opts) => {
                 let (f, pb) = svd_rrule(be, a, mode, opts)?;
                 (vec![f.u, f.s, f.vh], 0, FactorsPullback::svd(pb))
             }
-            Which::Truncated(truncation, opts) => {
+            &Which::Truncated(truncation, opts) => {
                 let (f, pb) = svd_truncated_rrule(be, a, truncation, opts)?;
                 let factors = vec![f.svd.u, f.svd.s, f.svd.vh, f.discarded];
                 let pb = FactorsPullback::svd_truncated(pb);
                 (factors, f.rank, pb)
             }
-            Which::Qr(mode) => {
+            &Which::Qr(mode) => {
                 let (f, pb) = qr_rrule(be, a, mode)?;
                 (vec![f.q, f.r], 0, FactorsPullback::qr(pb))
             }
-            Which::Eigh(opts) => {
+            &Which::Eigh(opts) => {
                 let (f, pb) = eigh_rrule(be, a, opts)?;
                 (vec![f.values, f.vectors], 0, FactorsPullback::eigh(pb))
+            }
+            Which::Clustered(c) => {
+                let (g, opts, rule) = &**c;
+                let g = be.from_host(g.clone())?;
+                let (f, pb) = eigh_clustered_rrule(be, a, &g, opts, *rule)?;
+                clusters = Some((be.to_host(&f.values)?, f.info));
+                let pb = FactorsPullback::eigh_clustered(pb);
+                (vec![f.basis, f.corner], 0, pb)
             }
         };
         let packing = Packing::of(be, &factors);
@@ -168,6 +199,7 @@ impl Rule for Decompose {
         let layout = Layout {
             packing: packing.clone(),
             rank,
+            clusters,
         };
         // a second primal (none happens) would compute the same layout
         let _ = self.layout.set(layout);
@@ -225,11 +257,12 @@ fn pack<B: Backend>(
 }
 
 /// Runs `which` on `a` as one node and returns its `N` factors as rank-`D` tensors
-/// (slices + reshapes of the packed output) and the rank kept by a truncated SVD.
+/// (slices + reshapes of the packed output) and what else the primal found out (the rank
+/// kept by a truncated SVD, the clustered eigh's values and diagnostics).
 fn decompose<const D: usize, const N: usize>(
     a: &Tensor<D>,
     which: Which,
-) -> Result<([Tensor<D>; N], usize)> {
+) -> Result<([Tensor<D>; N], Layout)> {
     let rule = Decompose {
         which,
         layout: Arc::new(OnceLock::new()),
@@ -248,7 +281,7 @@ fn decompose<const D: usize, const N: usize>(
     let factors = factors
         .try_into()
         .map_err(|_| engine_error(format!("{n} factors for {N}")))?;
-    Ok((factors, layout.rank))
+    Ok((factors, layout.clone()))
 }
 
 /// The factor at `r` of the packed vector, of shape `dims`, as a rank-`D` tensor: a vector
@@ -323,11 +356,11 @@ pub fn svd_truncated<const D: usize>(
     truncation: Truncation,
     opts: RuleOptions,
 ) -> Result<TruncatedSvd<D>> {
-    let ([u, s, vh, discarded], rank) = decompose(a, Which::Truncated(truncation, opts))?;
+    let ([u, s, vh, discarded], layout) = decompose(a, Which::Truncated(truncation, opts))?;
     Ok(TruncatedSvd {
         svd: Svd { u, s, vh },
         discarded,
-        rank,
+        rank: layout.rank,
     })
 }
 
@@ -353,4 +386,56 @@ pub fn qr<const D: usize>(a: &Tensor<D>, mode: QrMode) -> Result<Qr<D>> {
 pub fn eigh<const D: usize>(a: &Tensor<D>, opts: RuleOptions) -> Result<Eigh<D>> {
     let ([values, vectors], _) = decompose(a, Which::Eigh(opts))?;
     Ok(Eigh { values, vectors })
+}
+
+/// The clustered eigendecomposition of the symmetric `A: [batch…, n, n]` with the secondary
+/// operator `G: [n, n]` ([`adrules_core::linalg::eigh_clustered`]: whole clusters of
+/// near-degenerate eigenvalues kept, each cluster's basis fixed by `G` and the phase
+/// reference of `opts`) as tensors of burn's graph: the basis `W: [batch…, n, k]` and the
+/// compressed matrix `C' = Wᵀ·A·W: [batch…, k, k]` are slices of one node over `A` whose
+/// backward is
+/// [`ClusteredEighPullback::pullback`](adrules_core::linalg::ClusteredEighPullback::pullback)
+/// with `rule` (broadening, degeneracy tolerance). `G` is a constant operand: its values are
+/// read (without its graph) and no gradient flows to it. The kept eigenvalues
+/// (`[batch…, 1, k]`, on `A`'s device) and the per-matrix diagnostics are plain data
+/// without a gradient (`C'` carries the eigenvalues).
+///
+/// # Errors
+/// As [`adrules_core::linalg::eigh_clustered_rrule`] (a non-symmetric `A` or `G`, a `G` that
+/// is not `[n, n]`, invalid options, …), and the routing's.
+pub fn eigh_clustered<const D: usize>(
+    a: &Tensor<D>,
+    g: &Tensor<2>,
+    opts: &ClusterOptions,
+    rule: RuleOptions,
+) -> Result<ClusteredEigh<D>> {
+    let gh = g.to_data().convert::<f64>().try_into_vec::<f64>();
+    let gh = HostTensor::from_vec(&g.dims(), gh.map_err(engine_error)?)?;
+    let which = Which::Clustered(Arc::new((gh, opts.clone(), rule)));
+    let ([basis, corner], layout) = decompose(a, which)?;
+    let (values, info) = layout
+        .clusters
+        .ok_or_else(|| engine_error("the clustered eigh's values were not recorded"))?;
+    Ok(ClusteredEigh {
+        basis,
+        corner,
+        values: constant(&values, a)?,
+        info,
+    })
+}
+
+/// The host vector factor `h: [batch…, k]` as a rank-`D` tensor `[batch…, 1, k]` (see the
+/// module docs) on `like`'s device and of its dtype, outside any graph.
+fn constant<const D: usize>(h: &HostTensor, like: &Tensor<D>) -> Result<Tensor<D>> {
+    let mut shape = h.dims().to_vec();
+    shape.insert(shape.len().saturating_sub(1), 1);
+    let shape: [usize; D] = shape
+        .try_into()
+        .map_err(|s: Vec<usize>| Error::rank("values", D, s.len()))?;
+    let data = match h.data() {
+        HostData::F32(v) => TensorData::new(v.clone(), shape),
+        HostData::F64(v) => TensorData::new(v.clone(), shape),
+        _ => return Err(unsupported("complex eigenvalues in burn")),
+    };
+    Ok(Tensor::from_data(data, (&like.device(), like.dtype())))
 }

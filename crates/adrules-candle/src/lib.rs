@@ -12,7 +12,8 @@
 //! - [`einsum`], [`ncon`], [`fn@network`] ([`mod@network`]): tensor networks of any number of
 //!   operands, run as the core's contraction plan with one custom op per step (candle
 //!   differentiates at most three inputs per op; the module explains the design).
-//! - [`linalg`]: SVD (thin, full, truncated), QR and eigh as differentiable candle ops
+//! - [`linalg`]: SVD (thin, full, truncated), QR, eigh and the clustered eigh as
+//!   differentiable candle ops
 //!   returning the core's factor types; `backward()` through any factor runs the core's
 //!   decomposition pullbacks.
 //! - [`fn@implicit`] and [`CandleConditions`] ([`mod@implicit`]): implicit functions whose

@@ -1,12 +1,15 @@
-//! The decompositions as differentiable candle ops: [`svd`], [`svd_truncated`], [`qr`] and
-//! [`eigh`] return the core's factor types ([`Svd`], [`TruncatedSvd`], [`Qr`], [`Eigh`]) over
-//! [`CandleBackend`], whose tensors are nodes of candle's graph: a loss built from any of the
-//! factors with candle's own ops (or this crate's) reaches `A` through `backward()`, by the
-//! core's rules (`adrules_core::linalg`: Townsend's SVD pullback with Wan & Zhang's complex
-//! terms, Walter & Lehmann's and Liao et al.'s QR pullback, Giles' eigh pullback; formulas and sources in
-//! the docs of [`adrules_core::linalg::SvdPullback::pullback`],
-//! [`adrules_core::linalg::QrPullback::pullback`] and
-//! [`adrules_core::linalg::EighPullback::pullback`]).
+//! The decompositions as differentiable candle ops: [`svd`], [`svd_truncated`], [`qr`],
+//! [`eigh`] and [`eigh_clustered`] return the core's factor types ([`Svd`], [`TruncatedSvd`],
+//! [`Qr`], [`Eigh`], [`ClusteredEigh`]) over [`CandleBackend`], whose tensors are nodes of
+//! candle's graph: a loss built from any of the factors with candle's own ops (or this
+//! crate's) reaches `A` through `backward()`, by the core's rules (`adrules_core::linalg`:
+//! Townsend's SVD pullback with Wan & Zhang's complex terms, Walter & Lehmann's and Liao et
+//! al.'s QR pullback, Giles' eigh pullback, Kato's projector derivative for the clustered
+//! eigh; formulas and sources in the docs of
+//! [`adrules_core::linalg::SvdPullback::pullback`],
+//! [`adrules_core::linalg::QrPullback::pullback`],
+//! [`adrules_core::linalg::EighPullback::pullback`] and
+//! [`adrules_core::linalg::ClusteredEighPullback::pullback`]).
 //!
 //! # How
 //! The factorisation runs once, through [`CandleBackend`] (faer on the host; on a GPU the
@@ -36,8 +39,9 @@ use std::sync::Arc;
 
 use adrules_core::Error;
 use adrules_core::linalg::{
-    Eigh, FactorsPullback, Packing, Qr, QrMode, RuleOptions, Svd, SvdMode, TruncatedSvd,
-    Truncation, eigh_rrule, qr_rrule, svd_rrule, svd_truncated_rrule,
+    ClusterOptions, ClusteredEigh, Eigh, FactorsPullback, Packing, Qr, QrMode, RuleOptions, Svd,
+    SvdMode, TruncatedSvd, Truncation, eigh_clustered_rrule, eigh_rrule, qr_rrule, svd_rrule,
+    svd_truncated_rrule,
 };
 use candle_core::backend::BackendStorage;
 use candle_core::{
@@ -250,4 +254,38 @@ pub fn eigh(a: &Tensor, opts: RuleOptions) -> candle_core::Result<Eigh<CandleBac
     let x = [f.values, f.vectors];
     let [values, vectors] = attach("adrules-eigh", a, x, FactorsPullback::eigh(pb))?;
     Ok(Eigh { values, vectors })
+}
+
+/// The clustered eigendecomposition of the symmetric `A: [batch…, n, n]` with the secondary
+/// operator `G: [n, n]` ([`adrules_core::linalg::eigh_clustered`]: whole clusters of
+/// near-degenerate eigenvalues kept, each cluster's basis fixed by `G` and the phase
+/// reference of `opts`) with differentiable outputs: the basis `W: [batch…, n, k]` and the
+/// compressed matrix `C' = Wᵀ·A·W: [batch…, k, k]` are nodes of candle's graph over `A`,
+/// whose backward is
+/// [`ClusteredEighPullback::pullback`](adrules_core::linalg::ClusteredEighPullback::pullback)
+/// with `rule` (broadening, degeneracy tolerance). `G` is a constant operand: it is read
+/// without its graph and no gradient flows to it. The kept eigenvalues `values: [batch…, k]`
+/// and the per-matrix [`ClusterInfo`](adrules_core::linalg::ClusterInfo) are plain data
+/// without a gradient (`C'` carries the eigenvalues).
+///
+/// # Errors
+/// As [`adrules_core::linalg::eigh_clustered_rrule`] (a non-symmetric `A` or `G`, a `G` that
+/// is not `[n, n]`, invalid options, …), inside candle's error.
+pub fn eigh_clustered(
+    a: &Tensor,
+    g: &Tensor,
+    opts: &ClusterOptions,
+    rule: RuleOptions,
+) -> candle_core::Result<ClusteredEigh<CandleBackend>> {
+    let (be, ad) = prepare(a);
+    let (f, pb) = eigh_clustered_rrule(&be, &ad, &g.detach(), opts, rule).map_err(to_candle)?;
+    let x = [f.basis, f.corner];
+    let pb = FactorsPullback::eigh_clustered(pb);
+    let [basis, corner] = attach("adrules-eigh-clustered", a, x, pb)?;
+    Ok(ClusteredEigh {
+        basis,
+        corner,
+        values: f.values,
+        info: f.info,
+    })
 }

@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use super::{EighPullback, QrPullback, SvdCotangents, SvdPullback};
+use super::{ClusteredEighPullback, EighPullback, QrPullback, SvdCotangents, SvdPullback};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 
@@ -101,8 +101,9 @@ impl Packing {
 /// the decomposition's fields (see the module docs): `[Ū, S̄, V̄h]` for
 /// [`svd`](FactorsPullback::svd), `[Ū, S̄, V̄h, discarded̄]` for
 /// [`svd_truncated`](FactorsPullback::svd_truncated), `[Q̄, R̄]` for
-/// [`qr`](FactorsPullback::qr), `[λ̄, V̄]` for [`eigh`](FactorsPullback::eigh). Cheap to
-/// clone (the pullbacks share their host factors).
+/// [`qr`](FactorsPullback::qr), `[λ̄, V̄]` for [`eigh`](FactorsPullback::eigh), `[W̄, C̄']`
+/// for [`eigh_clustered`](FactorsPullback::eigh_clustered). Cheap to clone (the pullbacks
+/// share their host factors).
 #[derive(Clone, Debug)]
 pub struct FactorsPullback<B: Backend>(Kind<B>);
 
@@ -112,6 +113,7 @@ enum Kind<B: Backend> {
     Truncated(SvdPullback<B>),
     Qr(QrPullback<B>),
     Eigh(EighPullback<B>),
+    Clustered(ClusteredEighPullback<B>),
 }
 
 impl<B: Backend> FactorsPullback<B> {
@@ -138,12 +140,24 @@ impl<B: Backend> FactorsPullback<B> {
         FactorsPullback(Kind::Eigh(pullback))
     }
 
+    /// The pullback of [`eigh_clustered_rrule`](super::eigh_clustered_rrule), over its two
+    /// differentiable outputs in this order: the basis `W: [batch…, n, k]`, then the
+    /// compressed matrix `C' = Wᴴ·A·W: [batch…, k, k]`. The kept eigenvalues and the
+    /// [`ClusterInfo`](super::ClusterInfo) are not differentiable outputs (`C'` carries the
+    /// eigenvalues; the cluster structure is piecewise constant): an engine returns them as
+    /// plain data without a gradient, and they take no cotangent here. The formulas (Kato's
+    /// projector derivative, the secondary operator's rotation and the phase term) and
+    /// their sources are on [`ClusteredEighPullback::pullback`].
+    pub fn eigh_clustered(pullback: ClusteredEighPullback<B>) -> Self {
+        FactorsPullback(Kind::Clustered(pullback))
+    }
+
     /// The number of factors (and of cotangents [`pullback`](Self::pullback) takes).
     pub fn num_factors(&self) -> usize {
         match self.0 {
             Kind::Svd(_) => 3,
             Kind::Truncated { .. } => 4,
-            Kind::Qr(_) | Kind::Eigh(_) => 2,
+            Kind::Qr(_) | Kind::Eigh(_) | Kind::Clustered(_) => 2,
         }
     }
 
@@ -152,9 +166,10 @@ impl<B: Backend> FactorsPullback<B> {
     /// # Errors
     /// [`Error::CountMismatch`] (`"cotangents"`) for a wrong number of cotangents; otherwise
     /// (shapes and dtypes of the cotangents included)
-    /// those of [`SvdPullback::pullback`], [`QrPullback::pullback`] or
-    /// [`EighPullback::pullback`] ([`Error::GaugeIllDefined`] for a loss that depends on the
-    /// gauge of the factors).
+    /// those of [`SvdPullback::pullback`], [`QrPullback::pullback`],
+    /// [`EighPullback::pullback`] or [`ClusteredEighPullback::pullback`]
+    /// ([`Error::GaugeIllDefined`] for a loss that depends on the gauge of the factors, or a
+    /// kept eigenvalue degenerate with one outside its cluster without broadening).
     pub fn pullback(&self, cot: &[B::Tensor]) -> Result<B::Tensor> {
         if cot.len() != self.num_factors() {
             return Err(Error::CountMismatch {
@@ -176,6 +191,7 @@ impl<B: Backend> FactorsPullback<B> {
             Kind::Truncated(pb) => svd(pb, Some(&cot[3])),
             Kind::Qr(pb) => pb.pullback(Some(&cot[0]), Some(&cot[1])),
             Kind::Eigh(pb) => pb.pullback(Some(&cot[0]), Some(&cot[1])),
+            Kind::Clustered(pb) => pb.pullback(Some(&cot[0]), Some(&cot[1])),
         }
     }
 }
