@@ -13,11 +13,10 @@ use adrules_candle::candle_core::{Device, Tensor, Var};
 use adrules_candle::linalg::{eigh, eigh_clustered, qr, svd, svd_truncated};
 use adrules_candle::{CandleBackend, adrules_error, try_backward};
 use adrules_core::linalg::{
-    ClusterOptions, QrMode, RuleOptions, SvdCotangents, SvdMode, Truncation, eigh_clustered_rrule,
-    qr_frule, svd_rrule,
+    ClusterOptions, QrMode, RuleOptions, SvdCotangents, SvdMode, Truncation, qr_frule, svd_rrule,
 };
 use adrules_core::{Backend, DType, Error, HostTensor};
-use adrules_strided::Strided;
+use adrules_testing::conformance::linalg::clustered_problem;
 use adrules_testing::oracle::{OracleCase, Tolerance, assert_close, load_for};
 
 /// f64 results computed two ways from the same factors.
@@ -352,101 +351,31 @@ fn constants_get_no_node_and_bad_input_is_a_typed_error() {
     assert_eq!(down(&m.as_tensor().clone()), down(&randn(&[4, 3], 7)));
 }
 
-/// `A: [2, 6, 6]`, symmetric with the eigenvalues `5, 3, 3(1 − 10⁻⁴), −2, 1, 0.1` in random
-/// bases (a near-degenerate 2-cluster, as the conformance suite's clustered case), a random
-/// symmetric `G: [6, 6]`, and options that keep the clusters `[1, 2, 1]`.
-fn clustered_problem(dtype: DType) -> (HostTensor, HostTensor, ClusterOptions) {
-    let n = 6;
-    let lam = [5.0, 3.0, 3.0 * (1.0 - 1e-4), -2.0, 1.0, 0.1];
-    let mut rng = adrules_testing::random::Rng::seed(11);
-    let mut a = Vec::new();
-    for _ in 0..2 {
-        let x = Strided.from_host(rng.tensor(&[n, n], DType::F64)).unwrap();
-        let q = adrules_core::linalg::qr(&Strided, &x, QrMode::Reduced)
-            .unwrap()
-            .q;
-        let q = Strided.to_host(&q).unwrap();
-        let q = q.as_slice::<f64>().unwrap();
-        for i in 0..n {
-            for j in 0..n {
-                a.push(
-                    (0..n)
-                        .map(|l| q[i * n + l] * lam[l] * q[j * n + l])
-                        .sum::<f64>(),
-                );
-            }
-        }
-    }
-    let g = rng.tensor(&[n, n], DType::F64);
-    let g = g.as_slice::<f64>().unwrap();
-    let g: Vec<f64> = (0..n * n).map(|p| g[p] + g[(p % n) * n + p / n]).collect();
-    let a = HostTensor::from_vec(&[2, n, n], a).unwrap();
-    let g = HostTensor::from_vec(&[n, n], g).unwrap();
-    let opts = ClusterOptions::new(4, 1e-3);
-    (
-        a.to_dtype_projected(dtype),
-        g.to_dtype_projected(dtype),
-        opts,
-    )
-}
-
 #[test]
-fn eigh_clustered_through_candle_backward_equals_the_core_rule_on_strided() {
-    for (dtype, tol) in [
-        (
-            DType::F64,
-            Tolerance {
-                atol: 1e-10,
-                rtol: 1e-10,
-            },
-        ),
-        (
-            DType::F32,
-            Tolerance {
-                atol: 1e-4,
-                rtol: 1e-4,
-            },
-        ),
-    ] {
-        let (a, g, opts) = clustered_problem(dtype);
-        let av = Var::from_tensor(&up(&a)).unwrap();
-        let gv = Var::from_tensor(&up(&g)).unwrap();
+fn eigh_clustered_through_candle_backward_equals_the_core_rule() {
+    for dtype in [DType::F64, DType::F32] {
+        let p = clustered_problem(dtype).unwrap();
+        let av = Var::from_tensor(&up(&p.a)).unwrap();
+        let gv = Var::from_tensor(&up(&p.g)).unwrap();
         let rule = RuleOptions::default();
-        let f = eigh_clustered(av.as_tensor(), gv.as_tensor(), &opts, rule).unwrap();
+        let f = eigh_clustered(av.as_tensor(), gv.as_tensor(), &p.opts, rule).unwrap();
         assert!(f.info.iter().all(|i| i.sizes == [1, 2, 1]), "{:?}", f.info);
         assert!(f.basis.track_op() && f.corner.track_op() && !f.values.track_op());
         assert_eq!(f.values.dims(), &[2, 4]);
-        // L = Σ W ⊙ W̄ + Σ C' ⊙ C̄ with random W̄, C̄
-        let mut rng = adrules_testing::random::Rng::seed(12);
-        let wbar = rng.tensor(&[2, 6, 4], dtype);
-        let cbar = rng.tensor(&[2, 4, 4], dtype);
-        let loss = (dot(&f.basis, &wbar) + dot(&f.corner, &cbar)).unwrap();
+        // L = Σ W ⊙ W̄ + Σ C' ⊙ C̄
+        let loss = (dot(&f.basis, &p.w_bar) + dot(&f.corner, &p.c_bar)).unwrap();
         let grads = try_backward(&loss).unwrap();
         let got = down(grads.get(av.as_tensor()).unwrap());
         // G is a constant: no gradient reaches it
         assert!(grads.get(gv.as_tensor()).is_none());
-
-        let be = Strided;
-        let (sa, sg) = (be.from_host(a).unwrap(), be.from_host(g).unwrap());
-        let (out, pb) = eigh_clustered_rrule(&be, &sa, &sg, &opts, rule).unwrap();
-        let (sw, sc) = (be.from_host(wbar).unwrap(), be.from_host(cbar).unwrap());
-        let want = be
-            .to_host(&pb.pullback(Some(&sw), Some(&sc)).unwrap())
-            .unwrap();
-        assert_close(
-            tol,
-            &got,
-            &want,
-            &format!("{dtype} Ā of the clustered eigh"),
-        );
-        let w = be.to_host(&out.basis).unwrap();
-        assert_close(tol, &down(&f.basis), &w, &format!("{dtype} W"));
+        p.assert_matches(&got, &down(&f.basis), &down(&f.values));
     }
 }
 
 #[test]
 fn eigh_clustered_bad_input_is_a_typed_error() {
-    let (a, g, opts) = clustered_problem(DType::F64);
+    let p = clustered_problem(DType::F64).unwrap();
+    let (a, g, opts) = (p.a, p.g, p.opts);
     let av = Var::from_tensor(&up(&a)).unwrap();
     let rule = RuleOptions::default();
     // a non-symmetric A

@@ -545,6 +545,106 @@ fn clustered<B: Backend>(ctx: &mut Ctx<'_, B>, rng: &mut Rng, dtype: DType) -> R
     Ok(())
 }
 
+/// The engine adapters' clustered-eigh case ([`clustered_problem`]): the input, the options,
+/// the cotangents of a loss `L = Re⟨W̄, W⟩ + Re⟨C̄, C'⟩`, and the tolerance to hold an
+/// engine's gradient to.
+#[derive(Clone, Debug)]
+pub struct ClusteredProblem {
+    /// `A: [2, 6, 6]`
+    pub a: HostTensor,
+    /// the secondary operator `G: [6, 6]`
+    pub g: HostTensor,
+    /// keep 4, `δ = 10⁻³`: the clusters `[1, 2, 1]`
+    pub opts: ClusterOptions,
+    /// `W̄: [2, 6, 4]`
+    pub w_bar: HostTensor,
+    /// `C̄: [2, 4, 4]`
+    pub c_bar: HostTensor,
+    /// `10⁻¹⁰` in double precision, `10⁻⁴` in single (absolute and relative)
+    pub tol: crate::Tolerance,
+}
+
+impl ClusteredProblem {
+    /// On the [`ReferenceBackend`]: `Ā` for the cotangents, the basis `W` and the kept
+    /// eigenvalues `[2, 4]`.
+    ///
+    /// # Errors
+    /// A rule error of the reference backend (none for this data).
+    pub fn expected(&self) -> Result<[HostTensor; 3]> {
+        let rule = RuleOptions::default();
+        let (a, g) = (arc(&self.a), arc(&self.g));
+        let (out, pb) = eigh_clustered_rrule(&ReferenceBackend, &a, &g, &self.opts, rule)?;
+        let a_bar = pb.pullback(Some(&arc(&self.w_bar)), Some(&arc(&self.c_bar)))?;
+        Ok([
+            (*a_bar).clone(),
+            (*out.basis).clone(),
+            (*out.values).clone(),
+        ])
+    }
+
+    /// Asserts an engine's `Ā` (for the problem's cotangents), basis `W` and kept
+    /// eigenvalues (any shape with the same elements as `[2, 4]`) against [`expected`]
+    /// within the problem's tolerance.
+    ///
+    /// [`expected`]: ClusteredProblem::expected
+    ///
+    /// # Panics
+    /// When a value is off, naming it; when the reference fails.
+    pub fn assert_matches(&self, a_bar: &HostTensor, w: &HostTensor, values: &HostTensor) {
+        let [want_a_bar, want_w, want_values] = self.expected().expect("the reference rule");
+        let dtype = self.a.dtype();
+        crate::oracle::assert_close(self.tol, a_bar, &want_a_bar, &format!("{dtype} Ā"));
+        crate::oracle::assert_close(self.tol, w, &want_w, &format!("{dtype} W"));
+        let values = HostTensor::new(want_values.dims(), values.data().clone())
+            .expect("as many eigenvalues as the reference");
+        crate::oracle::assert_close(self.tol, &values, &want_values, &format!("{dtype} λ"));
+    }
+}
+
+/// The engine adapters' clustered-eigh problem in `dtype`: `A: [2, 6, 6]`, real symmetric
+/// with the eigenvalues `5, 3, 3(1 − 10⁻⁴), −2, 1, 0.1` in random orthogonal bases (a
+/// near-degenerate 2-cluster, as in [`decomposition_rules`]), a random symmetric `G: [6, 6]`
+/// (both built in `f64`, then rounded), options that keep the clusters `[1, 2, 1]`
+/// (`keep = 4`, `δ = 10⁻³`) and random cotangents. The same data on every call.
+///
+/// # Errors
+/// A decomposition error of the reference backend (none for this data).
+pub fn clustered_problem(dtype: DType) -> Result<ClusteredProblem> {
+    let n = 6;
+    let lam = [5.0, 3.0, 3.0 * (1.0 - 1e-4), -2.0, 1.0, 0.1];
+    let mut rng = Rng::seed(11);
+    let mut a = Vec::new();
+    for _ in 0..2 {
+        let x = arc(&rng.tensor(&[n, n], DType::F64));
+        let q = adrules_core::linalg::qr(&ReferenceBackend, &x, QrMode::Reduced)?.q;
+        let q = q.as_slice::<f64>()?;
+        for i in 0..n {
+            for j in 0..n {
+                a.push(
+                    (0..n)
+                        .map(|l| q[i * n + l] * lam[l] * q[j * n + l])
+                        .sum::<f64>(),
+                );
+            }
+        }
+    }
+    let g = rng.tensor(&[n, n], DType::F64);
+    let g = g.as_slice::<f64>()?;
+    let g: Vec<f64> = (0..n * n).map(|p| g[p] + g[(p % n) * n + p / n]).collect();
+    let a = HostTensor::from_vec(&[2, n, n], a)?;
+    let g = HostTensor::from_vec(&[n, n], g)?;
+    let mut rng = Rng::seed(12);
+    let t = if dtype.is_double() { 1e-10 } else { 1e-4 };
+    Ok(ClusteredProblem {
+        a: a.to_dtype_projected(dtype),
+        g: g.to_dtype_projected(dtype),
+        opts: ClusterOptions::new(4, 1e-3),
+        w_bar: rng.tensor(&[2, n, 4], dtype),
+        c_bar: rng.tensor(&[2, 4, 4], dtype),
+        tol: crate::Tolerance { atol: t, rtol: t },
+    })
+}
+
 /// The pushforward of [`eigh_clustered`] against central differences: `(‖got − J·ȧ‖,
 /// ‖J·ȧ‖)` for the tangents `got = [Ẇ, Ċ']` (host copies, row-major, concatenated) of
 /// `eigh_clustered(be, a, g, opts)` at `a` along `a_dot`, with `J·ȧ` by fourth-order central
