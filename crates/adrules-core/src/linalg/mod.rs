@@ -1,7 +1,10 @@
 //! Matrix decompositions with their rules: [`svd`] (thin, full and [truncated](svd_truncated)),
 //! [`qr`] (reduced and complete, tall, square and wide) and Hermitian [`eigh`], for `f32`,
 //! `f64`, `Complex32` and `Complex64`, batched over leading axes (`A: [batch…, m, n]`, the
-//! last two axes the matrix, row index first).
+//! last two axes the matrix, row index first). Beside them: the clustered Hermitian
+//! eigendecomposition [`eigh_clustered`] (whole clusters of near-degenerate eigenvalues kept,
+//! each cluster's basis fixed by a secondary operator; no second order yet) and the
+//! normalization [`normalize`] (`x/‖x‖` over all elements of a tensor of any shape).
 //!
 //! Each comes as the primal (`svd`), the primal with a pullback (`svd_rrule`, the pullback
 //! reusable and owning host copies of the factors) and the primal with its tangent
