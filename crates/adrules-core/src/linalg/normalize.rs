@@ -37,22 +37,60 @@ pub struct Normalized<B: Backend> {
 /// `x̂ = x/‖x‖` for a tensor of any shape and any dtype of the backend, the norm the
 /// Frobenius norm over all elements.
 ///
+/// The norm is computed as `√⟨x, x⟩`; when `⟨x, x⟩` leaves the normal range of x's
+/// precision (it overflows for entries above about `√max`, or underflows for entries below
+/// about `√min_positive`, as in `[1e200, 1e200]` or `[1e-200]` in f64), x is first scaled
+/// by a power of two (exact) and `‖x‖` is taken from the scaled copy, as LAPACK's `nrm2`
+/// avoids the same overflow. x̂ is then computed from the scaled copy.
+///
 /// # Errors
 /// [`Error::InvalidArgument`] naming `"x"` when `‖x‖` is zero (x̂ is undefined: a zero
-/// tensor, or an empty one) or not finite (x holds NaN or ±∞, or `‖x‖²` overflows); backend
-/// errors.
+/// tensor, or an empty one), when x holds NaN or ±∞, or when `‖x‖` itself exceeds f64's
+/// range; backend errors.
 pub fn normalize<B: Backend>(be: &B, x: &B::Tensor) -> Result<Normalized<B>> {
-    let norm = be.inner(x, x)?.re().sqrt();
-    if !(norm.is_finite() && norm > 0.0) {
-        return Err(Error::invalid(
-            "x",
-            format!("x/‖x‖ needs a finite, non-zero norm, got ‖x‖ = {norm:e}"),
-        ));
-    }
     let dtype = be.dtype(x);
+    let squared = be.inner(x, x)?.re();
+    let (tiny, huge) = if dtype.is_double() {
+        (f64::MIN_POSITIVE, f64::MAX)
+    } else {
+        (f32::MIN_POSITIVE as f64, f32::MAX as f64)
+    };
+    if squared.is_finite() && squared >= tiny && squared <= huge {
+        let norm = squared.sqrt();
+        let mut unit = be.zeros(&be.dims(x), dtype)?;
+        axpy(be, &mut unit, x, 1.0 / norm, false)?;
+        return Ok(Normalized { unit, norm });
+    }
+    if squared.is_nan() {
+        return Err(refused("x holds NaN or ±∞".into()));
+    }
+    // Out of range (or zero): rescale by 2^±e so that the squares of the largest entries
+    // land well inside the normal range (f64: all entries below 2^-511 are raised by 2^600,
+    // an entry above 2^512 lowers all by 2^-600; f32: 2^-63, 2^64 and 2^±100).
+    let e: i32 = if dtype.is_double() { 600 } else { 100 };
+    let e = if squared > huge || squared.is_infinite() { -e } else { e };
+    let scale = 2f64.powi(e);
+    let mut scaled = be.zeros(&be.dims(x), dtype)?;
+    axpy(be, &mut scaled, x, scale, false)?;
+    let squared_s = be.inner(&scaled, &scaled)?.re();
+    if !squared_s.is_finite() {
+        return Err(refused("x holds NaN or ±∞".into()));
+    }
+    if squared_s == 0.0 {
+        return Err(refused("‖x‖ = 0 (a zero or empty tensor)".into()));
+    }
+    let norm_s = squared_s.sqrt();
+    let norm = norm_s / scale;
+    if !(norm.is_finite() && norm > 0.0) {
+        return Err(refused(format!("‖x‖ = {norm:e} is outside f64's range")));
+    }
     let mut unit = be.zeros(&be.dims(x), dtype)?;
-    axpy(be, &mut unit, x, 1.0 / norm, false)?;
+    axpy(be, &mut unit, &scaled, 1.0 / norm_s, false)?;
     Ok(Normalized { unit, norm })
+}
+
+fn refused(why: String) -> Error {
+    Error::invalid("x", format!("x/‖x‖ needs a finite, non-zero norm: {why}"))
 }
 
 /// [`normalize`] with its pullback.

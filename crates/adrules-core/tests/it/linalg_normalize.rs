@@ -105,13 +105,42 @@ fn pullback_is_the_adjoint_of_the_pushforward() {
     }
 }
 
+/// Entries whose squares overflow or underflow x's precision (f64: 2^±600, f32: 2^±70)
+/// still give the norm and x̂ of the unscaled tensor: the norm is `2^k·‖x‖`, x̂ unchanged.
+#[test]
+fn extreme_scales_keep_norm_and_direction() {
+    for dtype in ALL {
+        let x = random(&DIMS, dtype, 3);
+        let (n, unit) = {
+            let out = normalize(&be(), &dev(&x)).unwrap();
+            (out.norm, host(&out.unit))
+        };
+        let k = if dtype.is_double() { 600 } else { 70 };
+        for k in [k, -k] {
+            let s = 2f64.powi(k);
+            let out = normalize(&be(), &dev(&map1(&x, dtype, |v| v * s))).unwrap();
+            let rel = (out.norm / s - n).abs() / n;
+            assert!(rel <= tol(dtype), "{dtype}, 2^{k}: norm off by {rel:e}");
+            let err = norm(&axpy(&host(&out.unit), -1.0, &unit));
+            assert!(err <= tol(dtype), "{dtype}, 2^{k}: x̂ off by {err:e}");
+        }
+    }
+    // The smallest subnormal is a vector of norm 5e-324 and direction 1.
+    let tiny = HostTensor::from_vec(&[2], vec![0.0, f64::from_bits(1)]).unwrap();
+    let out = normalize(&be(), &dev(&tiny)).unwrap();
+    assert_eq!(out.norm, f64::from_bits(1));
+    assert_eq!(host(&out.unit).data().to_c64_vec()[1], C::new(1.0, 0.0));
+}
+
 #[test]
 fn bad_input_gets_typed_errors() {
     let zero = HostTensor::from_vec(&[3], vec![0.0f64; 3]).unwrap();
     let nan = HostTensor::from_vec(&[2], vec![1.0f64, f64::NAN]).unwrap();
     let inf = HostTensor::from_vec(&[2], vec![f64::INFINITY, 1.0]).unwrap();
     let empty = HostTensor::from_vec(&[0], Vec::<f64>::new()).unwrap();
-    for x in [&zero, &nan, &inf, &empty] {
+    // ‖x‖ = 1.5·√2·10³⁰⁸ exceeds f64's range although every entry is finite
+    let beyond = HostTensor::from_vec(&[2], vec![1.5e308f64, 1.5e308]).unwrap();
+    for x in [&zero, &nan, &inf, &empty, &beyond] {
         match normalize(&be(), &dev(x)) {
             Err(Error::InvalidArgument { arg, .. }) => assert_eq!(arg, "x"),
             other => panic!("{x:?}: expected InvalidArgument(x), got {other:?}"),
