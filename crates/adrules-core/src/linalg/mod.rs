@@ -3,14 +3,15 @@
 //! `f64`, `Complex32` and `Complex64`, batched over leading axes (`A: [batch…, m, n]`, the
 //! last two axes the matrix, row index first). Beside them: the clustered Hermitian
 //! eigendecomposition [`eigh_clustered`] (whole clusters of near-degenerate eigenvalues kept,
-//! each cluster's basis fixed by a secondary operator; no second order yet) and the
+//! each cluster's basis fixed by a secondary operator) and the
 //! normalization [`normalize`] (`x/‖x‖` over all elements of a tensor of any shape).
 //!
 //! Each comes as the primal (`svd`), the primal with a pullback (`svd_rrule`, the pullback
 //! reusable and owning host copies of the factors) and the primal with its tangent
 //! (`svd_frule`), in the shape of the tensor rules of [`crate::rules`]. Each pullback also has
 //! a second-order `pullback_tangent` ([`SvdPullback::pullback_tangent`],
-//! [`QrPullback::pullback_tangent`], [`EighPullback::pullback_tangent`]): the tangent of the
+//! [`QrPullback::pullback_tangent`], [`EighPullback::pullback_tangent`],
+//! [`ClusteredEighPullback::pullback_tangent`]): the tangent of the
 //! cotangent along `Ȧ` and the cotangents' tangents, i.e. Hessian-vector products of losses
 //! of the factors (forward-over-reverse).
 //!

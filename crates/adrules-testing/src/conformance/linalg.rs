@@ -16,7 +16,9 @@
 //!   [`Error::GaugeIllDefined`];
 //! - the clustered eigendecomposition ([`eigh_clustered`](adrules_core::linalg::eigh_clustered))
 //!   on a batch with a 2-fold near-degenerate cluster: `W` and `C'` against the reference,
-//!   the adjoint identity, and (double precision) central differences of `W` and `C'`;
+//!   the adjoint identity, (double precision) central differences of `W` and `C'`, and the
+//!   second order (the Hessian-vector product of a fixed linear loss against the reference's,
+//!   and the symmetry of its Hessian);
 //! - normalization `x/‖x‖` ([`normalize`](adrules_core::linalg::normalize)): primal, tangent
 //!   and cotangent against the reference's, and the adjoint identity.
 
@@ -535,6 +537,34 @@ fn clustered<B: Backend>(ctx: &mut Ctx<'_, B>, rng: &mut Rng, dtype: DType) -> R
     let scale = norm(&wbar) * norm(&tw) + norm(&cbar) * norm(&tc) + norm(&a_bar) * norm(&a_dot);
     ctx.expect((lhs - rhs).abs() <= t * scale, || {
         format!("{dtype} clustered eigh: adjoint identity {lhs} vs {rhs}")
+    });
+    // second order: the HVP of the fixed loss Re⟨W̄, W⟩ + Re⟨C̄', C'⟩ (constant cotangents)
+    // against the reference's, and the symmetry of its Hessian along a second direction
+    // (its own stream, so that the cases after this one see the same data as before)
+    let (wb, cb) = (ctx.dev(&wbar)?, ctx.dev(&cbar)?);
+    let hvp = ctx.host(
+        &pb.pullback_tangent(Some(&wb), Some(&cb), &dd, None, None)?
+            .1,
+    )?;
+    let (_, r_pb) = eigh_clustered_rrule(&reference, &arc(&a), &arc(&g), &opts, rule)?;
+    let (_, r_hvp) = r_pb.pullback_tangent(
+        Some(&arc(&wbar)),
+        Some(&arc(&cbar)),
+        &arc(&a_dot),
+        None,
+        None,
+    )?;
+    let e = rel(&hvp, &r_hvp);
+    ctx.expect(e < t, || {
+        format!("{dtype} clustered eigh: the HVP differs from the reference ({e:e})")
+    });
+    let a_dot2 = Rng::seed(18).tensor(&[2, n, n], dtype);
+    let hvp2 = pb.pullback_tangent(Some(&wb), Some(&cb), &ctx.dev(&a_dot2)?, None, None)?;
+    let hvp2 = ctx.host(&hvp2.1)?;
+    let (l, r) = (dot(&a_dot2, &hvp), dot(&a_dot, &hvp2));
+    let size = norm(&a_dot2) * norm(&hvp) + norm(&a_dot) * norm(&hvp2);
+    ctx.expect((l - r).abs() <= t * size, || {
+        format!("{dtype} clustered eigh: the Hessian is not symmetric ({l} vs {r})")
     });
     if dtype.is_double() {
         let (err, size) = clustered_tangent_vs_fd(ctx.be, &a, &a_dot, &dg, &opts, [&tw, &tc])?;

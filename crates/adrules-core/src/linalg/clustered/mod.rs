@@ -21,6 +21,7 @@ use crate::scalar::DType;
 use crate::scalar::eps;
 
 mod rules;
+mod second;
 
 /// Options of [`eigh_clustered`]: which eigenvalues are kept, where clusters split, and the
 /// phase convention of the basis.
@@ -161,6 +162,8 @@ struct Factors<T: ImplicitScalar> {
     hw: Mat<T>,
     gw: Mat<T>,
     refs: Mat<T>,
+    /// the secondary operator `G` (its Hermitian part; the second order needs `G·Ẇ`)
+    g: Mat<T>,
 }
 
 /// The clustered eigendecomposition of Hermitian `A: [batch…, n, n]` with the secondary
@@ -564,6 +567,7 @@ fn decompose<T: ImplicitScalar>(
             hw,
             gw,
             refs,
+            g: gm.clone(),
         });
     }
     let k = k_all.unwrap_or(0);

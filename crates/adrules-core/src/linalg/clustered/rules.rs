@@ -94,6 +94,28 @@ impl<B: Backend> ClusteredEighPullback<B> {
     }
 }
 
+/// The eigenvalues in units of a power of two `c` near `max|λ|` (`λ/c`), the broadening in
+/// the same units (`ε/c²`) and the degeneracy tolerance of their gaps (`rtol·max|λ/c|`).
+pub(super) struct Units {
+    pub(super) lam: Vec<f64>,
+    pub(super) c: f64,
+    pub(super) eb: f64,
+    pub(super) tol: f64,
+}
+
+pub(super) fn units<T: ImplicitScalar>(f: &Factors<T>, opts: &RuleOptions) -> Units {
+    let c = super::super::common::pow2_scale(f.lam.iter().fold(0.0f64, |a, &b| a.max(b.abs())));
+    let eb = if opts.broadening == 0.0 {
+        0.0
+    } else {
+        opts.broadening / c / c
+    };
+    let lam: Vec<f64> = f.lam.iter().map(|x| x / c).collect();
+    let scale = lam.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
+    let tol = opts.rtol::<T>(f.lam.len()) * scale;
+    Units { lam, c, eb, tol }
+}
+
 /// `F[j, col] = 1/(λ_i − λ_j)` in units of `c` (`i = kept[col]`, `j` outside `i`'s
 /// cluster; 0 inside it), with `c` the power of two near `max|λ|`: the Kato term is
 /// `unscaled(F∘Y, c)`.
@@ -103,15 +125,7 @@ pub(super) fn kato_weights<T: ImplicitScalar>(
 ) -> Result<(Mat<f64>, f64)> {
     let n = f.lam.len();
     let k = f.kept.len();
-    let c = super::super::common::pow2_scale(f.lam.iter().fold(0.0f64, |a, &b| a.max(b.abs())));
-    let eb = if opts.broadening == 0.0 {
-        0.0
-    } else {
-        opts.broadening / c / c
-    };
-    let lam: Vec<f64> = f.lam.iter().map(|x| x / c).collect();
-    let scale = lam.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
-    let tol = opts.rtol::<T>(n) * scale;
+    let Units { lam, c, eb, tol } = units(f, opts);
     let mut out = Mat::<f64>::zeros(n, k);
     for col in 0..k {
         let i = f.kept[col];

@@ -1,7 +1,9 @@
 //! The clustered eigendecomposition (`eigh_clustered*`): the adjoint identity in every
 //! dtype, finite differences of `W` and `C'` on spectra with 2- and 3-fold near-degenerate
 //! and exactly degenerate clusters, covariance under gauges that commute with `G`,
-//! batching, the diagnostics and the typed errors.
+//! batching, the diagnostics and the typed errors; the second order in [`second`].
+
+mod second;
 
 use crate::support::linalg::*;
 use adrules_core::linalg::{
