@@ -83,8 +83,26 @@ impl Storage {
     }
 }
 
+/// A copy of `x` in a new vector, without the zero-fill of [`zeroed`] (every element is
+/// written by the copy).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] (argument `"dims"`) when the allocation fails.
+pub(crate) fn copied<T: Element>(x: &[T]) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(x.len()).map_err(|_| {
+        Error::invalid(
+            "dims",
+            format!("cannot allocate {} elements of {}", x.len(), T::DTYPE),
+        )
+    })?;
+    v.extend_from_slice(x);
+    Ok(v)
+}
+
 /// Allocates `len` elements set to zero: the single allocation point of the backend (tensor
-/// storage, copy-on-write copies, temporaries).
+/// storage, copy-on-write copies, temporaries) but for [`copied`], the host copies of shared
+/// buffers.
 ///
 /// Zero-filled memory comes from `alloc_zeroed` (calloc), so large buffers cost no extra pass:
 /// the operating system hands out zeroed pages.

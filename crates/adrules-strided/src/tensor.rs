@@ -235,11 +235,7 @@ impl Tensor {
             // another handle still shares it.
             return match Arc::try_unwrap(buf) {
                 Ok(v) => Ok(v),
-                Err(shared) => {
-                    let mut v = storage::zeroed(n)?;
-                    v.copy_from_slice(&shared);
-                    Ok(v)
-                }
+                Err(shared) => storage::copied(&shared),
             };
         }
         drop(buf);

@@ -1,7 +1,7 @@
 //! Host-side batching shared by the decompositions: batches of row-major matrices to and
 //! from faer matrices, dtype dispatch, and the finiteness check of outputs.
 
-use faer::Mat;
+use faer::{Mat, MatRef};
 
 use crate::error::{Error, Result};
 use crate::host::{HostData, HostTensor};
@@ -49,30 +49,159 @@ pub(crate) fn split<T: ImplicitScalar>(
     arg: &str,
     finite: bool,
 ) -> Result<Vec<Mat<T>>> {
-    let (batch, m, n) = matrix_dims(h.dims(), arg)?;
-    let data = h.as_slice::<T>().map_err(|_| Error::DTypeMismatch {
-        arg: arg.into(),
-        expected: T::DTYPE.to_string(),
-        actual: h.dtype(),
-    })?;
-    let count: usize = batch.iter().product();
-    let mut mats = Vec::with_capacity(count);
-    for b in 0..count {
-        let block = &data[b * m * n..(b + 1) * m * n];
-        if finite && let Some(p) = block.iter().position(|x| !Scalar::is_finite(*x)) {
-            return Err(Error::invalid(
-                arg,
-                format!(
-                    "entry ({}, {}) of matrix {b} is not finite ({:?})",
-                    p / n,
-                    p % n,
-                    block[p]
-                ),
-            ));
-        }
-        mats.push(Mat::from_fn(m, n, |i, j| block[i * n + j]));
+    let views = Views::<T>::new(h, arg)?;
+    if finite {
+        views.check_finite(arg)?;
     }
-    Ok(mats)
+    let (m, n) = (views.rows, views.cols);
+    Ok((0..views.count)
+        .map(|b| {
+            let block = views.block(b);
+            Mat::from_fn(m, n, |i, j| block[i * n + j])
+        })
+        .collect())
+}
+
+/// The matrices of a host tensor `[batch…, m, n]` of dtype `T`, in row-major batch order,
+/// as row-major faer views of its buffer: [`split`] without the copies.
+#[derive(Clone, Copy)]
+pub(crate) struct Views<'a, T> {
+    data: &'a [T],
+    /// number of matrices
+    pub(crate) count: usize,
+    rows: usize,
+    cols: usize,
+}
+
+impl<'a, T: ImplicitScalar> Views<'a, T> {
+    /// The views of `h`, whose dtype must be `T` ([`Error::DTypeMismatch`] naming `arg`).
+    pub(crate) fn new(h: &'a HostTensor, arg: &str) -> Result<Self> {
+        let (batch, rows, cols) = matrix_dims(h.dims(), arg)?;
+        let data = h.as_slice::<T>().map_err(|_| Error::DTypeMismatch {
+            arg: arg.into(),
+            expected: T::DTYPE.to_string(),
+            actual: h.dtype(),
+        })?;
+        Ok(Views {
+            data,
+            count: batch.iter().product(),
+            rows,
+            cols,
+        })
+    }
+
+    /// [`Views::new`] of an optional tensor.
+    pub(crate) fn of(h: Option<&'a HostTensor>, arg: &str) -> Result<Option<Self>> {
+        h.map(|h| Self::new(h, arg)).transpose()
+    }
+
+    /// Matrix `b` (`b < count`), as a row-major view.
+    pub(crate) fn get(&self, b: usize) -> MatRef<'a, T> {
+        let len = self.rows * self.cols;
+        MatRef::from_row_major_slice(&self.data[b * len..(b + 1) * len], self.rows, self.cols)
+    }
+
+    /// Matrix `b`'s entries in row-major order.
+    pub(crate) fn block(&self, b: usize) -> &'a [T] {
+        let len = self.rows * self.cols;
+        &self.data[b * len..(b + 1) * len]
+    }
+
+    /// [`Error::InvalidArgument`] naming `arg` for the first non-finite entry, matrix by
+    /// matrix.
+    pub(crate) fn check_finite(&self, arg: &str) -> Result<()> {
+        let n = self.cols;
+        for b in 0..self.count {
+            let block = self.block(b);
+            if let Some(p) = block.iter().position(|x| !Scalar::is_finite(*x)) {
+                return Err(Error::invalid(
+                    arg,
+                    format!(
+                        "entry ({}, {}) of matrix {b} is not finite ({:?})",
+                        p / n,
+                        p % n,
+                        block[p]
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A `rows × cols` matrix of a per-matrix routine's output, already in row-major order (the
+/// layout of host tensors): written in place, by a product into [`RowMajor::as_mut`] or
+/// entry by entry ([`RowMajor::from_fn`]), instead of formed as a faer matrix and copied out
+/// by [`join`].
+pub(crate) struct RowMajor<T> {
+    data: Vec<T>,
+    rows: usize,
+    cols: usize,
+}
+
+impl<T: ImplicitScalar> RowMajor<T> {
+    /// Zeros.
+    pub(crate) fn zeros(rows: usize, cols: usize) -> Self {
+        RowMajor {
+            data: vec![T::zero(); rows * cols],
+            rows,
+            cols,
+        }
+    }
+
+    /// Entry `(i, j)` is `f(i, j)`, filled row by row.
+    pub(crate) fn from_fn(rows: usize, cols: usize, mut f: impl FnMut(usize, usize) -> T) -> Self {
+        let mut data = Vec::with_capacity(rows * cols);
+        for i in 0..rows {
+            for j in 0..cols {
+                data.push(f(i, j));
+            }
+        }
+        RowMajor { data, rows, cols }
+    }
+
+    /// A copy of `x`.
+    pub(crate) fn copy_of(x: MatRef<'_, T>) -> Self {
+        Self::from_fn(x.nrows(), x.ncols(), |i, j| x[(i, j)])
+    }
+
+    /// The matrix, as a row-major faer view, to write into.
+    pub(crate) fn as_mut(&mut self) -> faer::MatMut<'_, T> {
+        faer::MatMut::from_row_major_slice_mut(&mut self.data, self.rows, self.cols)
+    }
+}
+
+/// Concatenates `rows × cols` row-major matrices into a host tensor `[batch…, rows, cols]`,
+/// the output `arg` (moving the buffer of a single matrix): [`join`] for [`RowMajor`].
+///
+/// # Errors
+/// [`Error::NonFinite`] naming `arg` for a non-finite entry.
+pub(crate) fn join_rows<T: ImplicitScalar>(
+    arg: &str,
+    batch: &[usize],
+    rows: usize,
+    cols: usize,
+    mats: Vec<RowMajor<T>>,
+) -> Result<HostTensor> {
+    for (b, a) in mats.iter().enumerate() {
+        debug_assert_eq!((a.rows, a.cols), (rows, cols));
+        if let Some(p) = a.data.iter().position(|x| !Scalar::is_finite(*x)) {
+            let at = format!("entry ({}, {}) of matrix {b}", p / cols, p % cols);
+            return Err(non_finite(arg, at, format!("{:?}", a.data[p]), T::DTYPE));
+        }
+    }
+    let data = if mats.len() == 1 {
+        mats.into_iter().next().map(|a| a.data).unwrap_or_default()
+    } else {
+        let mut data = Vec::with_capacity(mats.len() * rows * cols);
+        for a in &mats {
+            data.extend_from_slice(&a.data);
+        }
+        data
+    };
+    let mut dims = batch.to_vec();
+    dims.extend([rows, cols]);
+    HostTensor::from_vec(&dims, data)
 }
 
 /// The output `arg` is not finite: the rules check their inputs for finite entries, so

@@ -4,7 +4,7 @@
 
 use faer::linalg::matmul::matmul;
 use faer::traits::Conjugate;
-use faer::{Accum, Mat, MatRef};
+use faer::{Accum, Mat, MatMut, MatRef};
 
 use crate::error::{Error, Result};
 use crate::scalar::{Complex64, ImplicitScalar, RealScalar, Scalar, eps};
@@ -68,7 +68,7 @@ fn exponent(c: f64) -> i32 {
 /// (`1/c` itself overflows for `c < 2⁻¹⁰²³`, and in single precision sooner): multiplying
 /// by both is exact wherever the quotient is representable, in either precision (each
 /// factor is at most `2⁵³⁷`, `2⁷⁵` for the scales of single-precision data).
-fn reciprocal_factors(c: f64) -> (f64, f64) {
+pub(crate) fn reciprocal_factors(c: f64) -> (f64, f64) {
     let k = -exponent(c);
     let h = k / 2;
     (pow2(h), pow2(k - h))
@@ -124,14 +124,23 @@ where
     L: Conjugate<Canonical = T>,
     R: Conjugate<Canonical = T>,
 {
-    matmul(
-        c.as_mut(),
-        Accum::Add,
-        a,
-        b,
-        alpha,
-        faer::get_global_parallelism(),
-    );
+    mm_to(c.as_mut(), Accum::Add, alpha, a, b);
+}
+
+/// `c ← a·b` (`Accum::Replace`, `alpha` 1) or `c ← c + α·a·b` (`Accum::Add`) into a view of
+/// any layout: a row-major output written in place.
+pub(crate) fn mm_to<T, L, R>(
+    c: MatMut<'_, T>,
+    accum: Accum,
+    alpha: T,
+    a: MatRef<'_, L>,
+    b: MatRef<'_, R>,
+) where
+    T: ImplicitScalar,
+    L: Conjugate<Canonical = T>,
+    R: Conjugate<Canonical = T>,
+{
+    matmul(c, accum, a, b, alpha, faer::get_global_parallelism());
 }
 
 /// Largest modulus of the entries (0 for an empty matrix).

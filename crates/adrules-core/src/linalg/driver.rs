@@ -1,12 +1,14 @@
 //! The per-matrix driver of the decompositions and their rules: the batch over the leading
 //! axes run one matrix at a time ([`per_matrix`]), each matrix's outputs gathered into host
-//! tensors `[batch…, …]`; the host copies of a rule's batched arguments ([`host_mats`],
-//! [`host_reals`]); and the transfers of a fixed number of tensors ([`try_map`]). Each
-//! decomposition keeps only its per-matrix maths.
+//! tensors `[batch…, …]` (a [`RowMajor`] output, written in place, is moved, not copied);
+//! the host copies of a rule's batched arguments ([`host_mats`], [`host_reals`]; or
+//! [`host_matrices`], read in place through [`Views`](super::batch::Views)); and the
+//! transfers of a fixed number of tensors ([`try_map`]). Each decomposition keeps only its
+//! per-matrix maths.
 
 use faer::Mat;
 
-use super::batch::{join, join_real, split, split_real};
+use super::batch::{RowMajor, join, join_real, join_rows, split, split_real};
 use super::host_arg;
 use crate::backend::Backend;
 use crate::error::Result;
@@ -23,7 +25,7 @@ pub(crate) trait Entry<T>: Sized {
     ///
     /// # Errors
     /// [`Error::NonFinite`](crate::Error::NonFinite) naming the output for a non-finite entry.
-    fn gather(spec: Self::Spec, batch: &[usize], entries: &[Self]) -> Result<HostTensor>;
+    fn gather(spec: Self::Spec, batch: &[usize], entries: Vec<Self>) -> Result<HostTensor>;
 }
 
 /// A `rows × cols` matrix of the element type: spec `(name, rows, cols)`, gathered by
@@ -34,9 +36,23 @@ impl<T: ImplicitScalar> Entry<T> for Mat<T> {
     fn gather(
         (name, rows, cols): Self::Spec,
         batch: &[usize],
-        entries: &[Self],
+        entries: Vec<Self>,
     ) -> Result<HostTensor> {
-        join(name, batch, rows, cols, entries)
+        join(name, batch, rows, cols, &entries)
+    }
+}
+
+/// A `rows × cols` matrix written in row-major order: spec `(name, rows, cols)`, gathered by
+/// [`join_rows`] into `[batch…, rows, cols]` (a single matrix's buffer moved, not copied).
+impl<T: ImplicitScalar> Entry<T> for RowMajor<T> {
+    type Spec = (&'static str, usize, usize);
+
+    fn gather(
+        (name, rows, cols): Self::Spec,
+        batch: &[usize],
+        entries: Vec<Self>,
+    ) -> Result<HostTensor> {
+        join_rows(name, batch, rows, cols, entries)
     }
 }
 
@@ -45,8 +61,8 @@ impl<T: ImplicitScalar> Entry<T> for Mat<T> {
 impl<T: ImplicitScalar> Entry<T> for Vec<f64> {
     type Spec = (&'static str, usize);
 
-    fn gather((name, len): Self::Spec, batch: &[usize], entries: &[Self]) -> Result<HostTensor> {
-        join_real(name, batch, len, entries, T::DTYPE.real())
+    fn gather((name, len): Self::Spec, batch: &[usize], entries: Vec<Self>) -> Result<HostTensor> {
+        join_real(name, batch, len, &entries, T::DTYPE.real())
     }
 }
 
@@ -69,7 +85,16 @@ impl<T: ImplicitScalar> Outputs<T> for Mat<T> {
     type Hosts = HostTensor;
 
     fn gather(specs: Self::Specs, batch: &[usize], all: Vec<Self>) -> Result<HostTensor> {
-        <Mat<T> as Entry<T>>::gather(specs, batch, &all)
+        <Mat<T> as Entry<T>>::gather(specs, batch, all)
+    }
+}
+
+impl<T: ImplicitScalar> Outputs<T> for RowMajor<T> {
+    type Specs = <RowMajor<T> as Entry<T>>::Spec;
+    type Hosts = HostTensor;
+
+    fn gather(specs: Self::Specs, batch: &[usize], all: Vec<Self>) -> Result<HostTensor> {
+        <RowMajor<T> as Entry<T>>::gather(specs, batch, all)
     }
 }
 
@@ -89,7 +114,7 @@ macro_rules! tuple_outputs {
                 for ($($x,)+) in all {
                     $($v.push($x);)+
                 }
-                Ok([$($e::gather($s, batch, &$v)?),+])
+                Ok([$($e::gather($s, batch, $v)?),+])
             }
         }
     };
@@ -125,12 +150,24 @@ pub(crate) fn host_mats<B: Backend, T: ImplicitScalar>(
     be: &B,
     t: &B::Tensor,
     batch: &[usize],
-    [rows, cols]: [usize; 2],
+    dims: [usize; 2],
     arg: &str,
 ) -> Result<Vec<Mat<T>>> {
-    let dims: Vec<usize> = batch.iter().copied().chain([rows, cols]).collect();
-    let h = host_arg(be, t, &dims, T::DTYPE, arg)?;
+    let h = host_matrices::<B, T>(be, t, batch, dims, arg)?;
     split::<T>(&h, arg, false)
+}
+
+/// [`host_mats`] without the copies into faer matrices: the checked host tensor
+/// `[batch…, rows, cols]` of dtype `T`, to read through [`Views`](super::batch::Views).
+pub(crate) fn host_matrices<B: Backend, T: ImplicitScalar>(
+    be: &B,
+    t: &B::Tensor,
+    batch: &[usize],
+    [rows, cols]: [usize; 2],
+    arg: &str,
+) -> Result<HostTensor> {
+    let dims: Vec<usize> = batch.iter().copied().chain([rows, cols]).collect();
+    host_arg(be, t, &dims, T::DTYPE, arg)
 }
 
 /// A rule's batched real vector argument (the cotangent of singular values or eigenvalues,

@@ -8,8 +8,8 @@
 
 use faer::{Mat, MatRef, Side};
 
-use super::batch::{by_dtype, matrix_dims, split};
-use super::common::{abs, cj, max_abs, pow2_scale, re, real, scaled, unscaled};
+use super::batch::{RowMajor, Views, by_dtype, matrix_dims, split};
+use super::common::{abs, cj, max_abs, pow2_scale, re, real, reciprocal_factors, scaled, unscaled};
 use super::driver::per_matrix;
 use crate::error::{Error, Result};
 use crate::host::HostTensor;
@@ -62,26 +62,34 @@ pub fn host_svd(a: &HostTensor, mode: SvdMode) -> Result<[HostTensor; 3]> {
 fn host_svd_t<T: ImplicitScalar>(a: &HostTensor, mode: SvdMode) -> Result<[HostTensor; 3]> {
     let (batch, m, n) = matrix_dims(a.dims(), "a")?;
     let k = m.min(n);
-    let mats = split::<T>(a, "a", true)?;
+    let mats = Views::<T>::new(a, "a")?;
+    mats.check_finite("a")?;
     let full = mode == SvdMode::Full;
     let (ku, kv) = if full { (m, n) } else { (k, k) };
     per_matrix::<T, _>(&batch, (("u", m, ku), ("s", k), ("vh", kv, n)), |b| {
-        let (u, s, v) = svd_matrix(mats[b].as_ref(), full)?;
-        Ok((u, s, v.adjoint().to_owned()))
+        svd_matrix(mats.get(b), mats.block(b), full)
     })
 }
 
-/// One matrix: `(U, s, V)` with `U: m×k` or `m×m`, `V: n×k` or `n×n`.
+/// One matrix `a` (its row-major entries `block`): `(U, s, Vh)` with `U: m×k` or `m×m`,
+/// `Vh: k×n` or `n×n`, written row-major from faer's factors (one copy each).
 fn svd_matrix<T: ImplicitScalar>(
     a: MatRef<'_, T>,
+    block: &[T],
     full: bool,
-) -> Result<(Mat<T>, Vec<f64>, Mat<T>)> {
+) -> Result<(RowMajor<T>, Vec<f64>, RowMajor<T>)> {
     let (m, n) = a.shape();
     if m.min(n) == 0 {
         let (ku, kv) = if full { (m, n) } else { (0, 0) };
-        return Ok((Mat::identity(m, ku), Vec::new(), Mat::identity(n, kv)));
+        let v = Mat::<T>::identity(n, kv);
+        let vh = RowMajor::from_fn(kv, n, |i, j| cj(v[(j, i)]));
+        return Ok((
+            RowMajor::copy_of(Mat::identity(m, ku).as_ref()),
+            Vec::new(),
+            vh,
+        ));
     }
-    let c = pow2_scale(max_abs(a));
+    let c = pow2_scale(max_abs_slice(block));
     let a = unscaled(a, c);
     let dec = if full {
         faer::linalg::solvers::Svd::new(a.as_ref())
@@ -93,7 +101,15 @@ fn svd_matrix<T: ImplicitScalar>(
         message: format!("svd of a {m}×{n} matrix: {e:?}"),
     })?;
     let s = dec.S().column_vector().iter().map(|&x| re(x) * c).collect();
-    Ok((dec.U().to_owned(), s, dec.V().to_owned()))
+    let (u, v) = (dec.U(), dec.V());
+    let vh = RowMajor::from_fn(v.ncols(), n, |i, j| cj(v[(j, i)]));
+    Ok((RowMajor::copy_of(u), s, vh))
+}
+
+/// [`max_abs`] of a matrix given by its entries (the same value: the maximum does not depend
+/// on the order).
+fn max_abs_slice<T: ImplicitScalar>(x: &[T]) -> f64 {
+    x.iter().fold(0.0f64, |m, &v| m.max(abs(v)))
 }
 
 /// The QR decomposition on host data, by faer's Householder QR, with the diagonal of `R`
@@ -184,10 +200,11 @@ fn host_eigh_t<T: ImplicitScalar>(a: &HostTensor) -> Result<[HostTensor; 2]> {
         want.extend([n, n]);
         return Err(Error::shape("a", &want, a.dims()));
     }
-    let mats = split::<T>(a, "a", true)?;
+    let mats = Views::<T>::new(a, "a")?;
+    mats.check_finite("a")?;
     per_matrix::<T, _>(&batch, (("values", n), ("vectors", n, n)), |b| {
-        let x = &mats[b];
-        let big = max_abs(x.as_ref());
+        let x = mats.get(b);
+        let big = max_abs_slice(mats.block(b));
         let mut skew = 0.0f64;
         for j in 0..n {
             for i in 0..=j {
@@ -203,12 +220,14 @@ fn host_eigh_t<T: ImplicitScalar>(a: &HostTensor) -> Result<[HostTensor; 2]> {
                 ),
             ));
         }
-        let h = Mat::from_fn(n, n, |i, j| (x[(i, j)] + cj(x[(j, i)])) * real::<T>(0.5));
         if n == 0 {
-            return Ok((Vec::new(), Mat::zeros(0, 0)));
+            return Ok((Vec::new(), RowMajor::zeros(0, 0)));
         }
+        // the Hermitian part, divided by c (what `unscaled` does) in the same pass
         let c = pow2_scale(big);
-        let h = unscaled(h.as_ref(), c);
+        let (f, g) = reciprocal_factors(c);
+        let (f, g, half) = (real::<T>(f), real::<T>(g), real::<T>(0.5));
+        let h = Mat::from_fn(n, n, |i, j| (x[(i, j)] + cj(x[(j, i)])) * half * f * g);
         let dec =
             faer::linalg::solvers::SelfAdjointEigen::new(h.as_ref(), Side::Lower).map_err(|e| {
                 Error::Backend {
@@ -217,6 +236,6 @@ fn host_eigh_t<T: ImplicitScalar>(a: &HostTensor) -> Result<[HostTensor; 2]> {
                 }
             })?;
         let values = dec.S().column_vector().iter().map(|&x| re(x) * c).collect();
-        Ok((values, dec.U().to_owned()))
+        Ok((values, RowMajor::copy_of(dec.U())))
     })
 }

@@ -2,14 +2,14 @@
 
 use std::sync::Arc;
 
-use faer::{Mat, MatRef};
+use faer::{Accum, Mat, MatRef};
 
-use super::batch::{by_dtype, matrix_dims, split, split_real};
+use super::batch::{RowMajor, Views, by_dtype, matrix_dims, split, split_real};
 use super::common::{
-    abs, cj, gauge_error, im, inv_gap, inv_gap_slope, max_abs, mm, pow2_scale, re, real, unscale,
-    unscaled,
+    abs, cj, gauge_error, im, inv_gap, inv_gap_slope, max_abs, mm, mm_to, pow2_scale, re, real,
+    reciprocal_factors, unscaled,
 };
-use super::driver::{host_mats, host_reals, per_matrix, try_map};
+use super::driver::{host_matrices, host_mats, host_reals, per_matrix, try_map};
 use super::{RuleOptions, host_arg};
 use crate::backend::Backend;
 #[cfg(doc)]
@@ -153,21 +153,22 @@ impl<B: Backend> EighPullback<B> {
 }
 
 /// `λ̄` and `V̄` (or their tangents: `suffix` `"_dot"` names them so in errors) on the host,
-/// one entry per matrix of the batch, shapes checked (`[batch…, n]`, `[batch…, n, n]`).
-type Cotangents<T> = (Option<Vec<Vec<f64>>>, Option<Vec<Mat<T>>>);
+/// shapes checked: `λ̄` one entry per matrix of the batch (`[batch…, n]`), `V̄` the host
+/// tensor `[batch…, n, n]` (read through [`Views`], not copied).
+type Cotangents = (Option<Vec<Vec<f64>>>, Option<HostTensor>);
 
 fn eigh_cotangents<B: Backend, T: ImplicitScalar>(
     pb: &EighPullback<B>,
     [l_bar, v_bar]: [Option<&B::Tensor>; 2],
     suffix: &str,
-) -> Result<Cotangents<T>> {
+) -> Result<Cotangents> {
     let (batch, _, n) = matrix_dims(&pb.dims, "a")?;
     let be = &pb.be;
     let lb = l_bar
         .map(|t| host_reals::<B, T>(be, t, &batch, n, &format!("values_bar{suffix}")))
         .transpose()?;
     let vb = v_bar
-        .map(|t| host_mats::<B, T>(be, t, &batch, [n, n], &format!("vectors_bar{suffix}")))
+        .map(|t| host_matrices::<B, T>(be, t, &batch, [n, n], &format!("vectors_bar{suffix}")))
         .transpose()?;
     Ok((lb, vb))
 }
@@ -179,14 +180,15 @@ fn eigh_pullback_t<B: Backend, T: ImplicitScalar>(
 ) -> Result<HostTensor> {
     let (batch, _, n) = matrix_dims(&pb.dims, "a")?;
     let (lb, vb) = eigh_cotangents::<B, T>(pb, [l_bar, v_bar], "")?;
+    let vb = Views::<T>::of(vb.as_ref(), "vectors_bar")?;
     let lams = split_real(&pb.factors[0], n);
-    let vs = split::<T>(&pb.factors[1], "vectors", false)?;
+    let vs = Views::<T>::new(&pb.factors[1], "vectors")?;
     per_matrix::<T, _>(&batch, ("a_bar", n, n), |b| {
         eigh_pullback(
             &lams[b],
-            vs[b].as_ref(),
+            vs.get(b),
             lb.as_ref().map(|x| x[b].as_slice()),
-            vb.as_ref().map(|x| x[b].as_ref()),
+            vb.map(|x| x.get(b)),
             &pb.opts,
         )
     })

@@ -3,13 +3,15 @@
 
 use super::*;
 
+/// One matrix: `Ā` (row-major) from `λ`, `V` and the cotangents `λ̄`, `V̄` (the formula of
+/// [`EighPullback::pullback`]); `V` and `V̄` may be views of any layout (the host buffers).
 pub(super) fn eigh_pullback<T: ImplicitScalar>(
     lam: &[f64],
     v: MatRef<'_, T>,
     l_bar: Option<&[f64]>,
     v_bar: Option<MatRef<'_, T>>,
     opts: &RuleOptions,
-) -> Result<Mat<T>> {
+) -> Result<RowMajor<T>> {
     let n = lam.len();
     let j = v_bar.map_or_else(|| Mat::zeros(n, n), |x| mm(v.adjoint(), x));
     let gtol = eps::<T>().sqrt() * v_bar.map_or(0.0, |x| max_abs(x));
@@ -36,6 +38,9 @@ pub(super) fn eigh_pullback<T: ImplicitScalar>(
     let tol = opts.rtol::<T>(n) * scale;
     let ltol =
         eps::<T>().sqrt() * l_bar.map_or(0.0, |x| x.iter().fold(0.0f64, |a, b| a.max(b.abs())));
+    // P/c: every entry times the two factors of 1/c (what `unscale` does), as it is formed
+    let (ca, cb) = reciprocal_factors(c);
+    let (ca, cb) = (real::<T>(ca), real::<T>(cb));
     let mut p = Mat::<T>::zeros(n, n);
     for i in 0..n {
         for k in 0..n {
@@ -44,7 +49,7 @@ pub(super) fn eigh_pullback<T: ImplicitScalar>(
             }
             let num = (j[(i, k)] - cj(j[(k, i)])) * real::<T>(0.5);
             match inv_gap(lam_u[k] - lam_u[i], tol, eb) {
-                Some(f) => p[(i, k)] = num * real::<T>(f),
+                Some(f) => p[(i, k)] = num * real::<T>(f) * ca * cb,
                 None if l_bar.is_some_and(|x| (x[i] - x[k]).abs() > ltol) => {
                     return Err(gauge_error(
                         "eigh",
@@ -70,15 +75,17 @@ pub(super) fn eigh_pullback<T: ImplicitScalar>(
             }
         }
     }
-    // Ā = V·(P/c + diag(λ̄))·Vᴴ (c a power of two: the division is exact), two GEMMs
-    unscale(&mut p, c);
+    // Ā = V·(P/c + diag(λ̄))·Vᴴ (c a power of two: the division is exact), two GEMMs, the
+    // second into the output's row-major buffer
     if let Some(lb) = l_bar {
         for (i, &x) in lb.iter().enumerate() {
             p[(i, i)] += real::<T>(x);
         }
     }
     let pv = mm(p.as_ref(), v.adjoint());
-    Ok(mm(v, pv.as_ref()))
+    let mut out = RowMajor::zeros(n, n);
+    mm_to(out.as_mut(), Accum::Replace, T::one(), v, pv.as_ref());
+    Ok(out)
 }
 
 /// Eigenvalues in units of a power of two `c` near the largest magnitude, with the

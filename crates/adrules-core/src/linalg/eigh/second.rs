@@ -13,6 +13,8 @@ pub(super) fn eigh_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
     let (batch, _, n) = matrix_dims(&pb.dims, "a")?;
     let (lb, vb) = eigh_cotangents::<B, T>(pb, [l_bar, v_bar], "")?;
     let (ld, vd) = eigh_cotangents::<B, T>(pb, [l_dot, v_dot], "_dot")?;
+    let vb = Views::<T>::of(vb.as_ref(), "vectors_bar")?;
+    let vd = Views::<T>::of(vd.as_ref(), "vectors_bar_dot")?;
     let ads = host_mats::<B, T>(&pb.be, a_dot, &batch, [n, n], "a_dot")?;
     let lams = split_real(&pb.factors[0], n);
     let vs = split::<T>(&pb.factors[1], "vectors", false)?;
@@ -40,10 +42,10 @@ pub(super) fn eigh_pullback_tangent_t<B: Backend, T: ImplicitScalar>(
         let om = Mat::from_fn(n, n, |i, k| dp[(i, k)] * real::<T>(f(i, k)));
         let j = vb
             .as_ref()
-            .map_or_else(|| Mat::zeros(n, n), |x| mm(v.adjoint(), x[b].as_ref()));
+            .map_or_else(|| Mat::zeros(n, n), |x| mm(v.adjoint(), x.get(b)));
         let jd_own = vd
             .as_ref()
-            .map_or_else(|| Mat::zeros(n, n), |x| mm(v.adjoint(), x[b].as_ref()));
+            .map_or_else(|| Mat::zeros(n, n), |x| mm(v.adjoint(), x.get(b)));
         let ohj = mm(om.adjoint(), j.as_ref());
         let jd = Mat::from_fn(n, n, |i, k| ohj[(i, k)] + jd_own[(i, k)]);
         let half = real::<T>(0.5);

@@ -2,14 +2,15 @@
 
 use std::sync::Arc;
 
-use faer::{Mat, MatRef};
+use faer::{Accum, Mat, MatRef};
 
-use super::batch::{by_dtype, matrix_dims, split, split_real};
+use super::batch::{RowMajor, Views, by_dtype, matrix_dims, split, split_real};
 use super::common::{
     cj, cols, complement_tangent, cplx, fold_complement, fold_complement_tangent, gauge_error,
-    hcat, im, inv_gap, inv_gap_slope, max_abs, mm, mm_add, pow2_scale, re, real, unscale, unscaled,
+    hcat, im, inv_gap, inv_gap_slope, max_abs, mm, mm_add, mm_to, pow2_scale, re, real,
+    reciprocal_factors, unscale, unscaled,
 };
-use super::driver::{host_mats, host_reals, per_matrix, try_map};
+use super::driver::{host_matrices, host_mats, host_reals, per_matrix, try_map};
 use super::host::SvdMode;
 use super::{RuleOptions, host_arg};
 use crate::backend::Backend;
@@ -370,12 +371,27 @@ impl<B: Backend> SvdPullback<B> {
 }
 
 /// The cotangents of one call (or their tangents: `suffix` `"_dot"` names them so in errors),
-/// on the host, one entry per matrix of the batch.
+/// on the host: `Ū` and `V̄h` as the checked host tensors `[batch…, rows, cols]` (read
+/// through [`Views`], not copied), the vectors one entry per matrix of the batch.
 struct Cots<T> {
-    u: Option<Vec<Mat<T>>>,
-    vh: Option<Vec<Mat<T>>>,
+    u: Option<HostTensor>,
+    vh: Option<HostTensor>,
     s: Option<Vec<Vec<f64>>>,
     discarded: Option<Vec<Vec<f64>>>,
+    _t: std::marker::PhantomData<T>,
+}
+
+/// `Ū` and `V̄h` of [`Cots`], matrix by matrix, as views of the host tensors.
+type CotViews<'a, T> = (Option<Views<'a, T>>, Option<Views<'a, T>>);
+
+impl<T: ImplicitScalar> Cots<T> {
+    /// `Ū` and `V̄h`, matrix by matrix, as views of the host tensors.
+    fn views(&self) -> Result<CotViews<'_, T>> {
+        Ok((
+            Views::of(self.u.as_ref(), "u_bar")?,
+            Views::of(self.vh.as_ref(), "vh_bar")?,
+        ))
+    }
 }
 
 fn parse_cots<B: Backend, T: ImplicitScalar>(
@@ -391,8 +407,8 @@ fn parse_cots<B: Backend, T: ImplicitScalar>(
         Kind::Full => (m, n, k),
         Kind::Truncated { rank } => (rank, rank, rank),
     };
-    let mat = |t: Option<&B::Tensor>, d: [usize; 2], name: &str| -> Result<Option<Vec<Mat<T>>>> {
-        t.map(|t| host_mats(be, t, &batch, d, &format!("{name}{suffix}")))
+    let mat = |t: Option<&B::Tensor>, d: [usize; 2], name: &str| -> Result<Option<HostTensor>> {
+        t.map(|t| host_matrices::<B, T>(be, t, &batch, d, &format!("{name}{suffix}")))
             .transpose()
     };
     let vec = |t: &B::Tensor, len: usize, name: &str| -> Result<Vec<Vec<f64>>> {
@@ -430,6 +446,7 @@ fn parse_cots<B: Backend, T: ImplicitScalar>(
         vh,
         s,
         discarded,
+        _t: std::marker::PhantomData,
     })
 }
 
@@ -440,7 +457,9 @@ fn pullback_host<B: Backend, T: ImplicitScalar>(
     pullback_t::<B, T>(pb, &parse_cots::<B, T>(pb, cot, "")?)
 }
 
-/// `Ā` for parsed cotangents (the checks of [`SvdPullback::pullback`] included).
+/// `Ā` for parsed cotangents (the checks of [`SvdPullback::pullback`] included). The factors
+/// and cotangents are read in place from their host buffers (row-major views) and `Ā` is
+/// written into its own: the thin case copies no `m×n` matrix.
 fn pullback_t<B: Backend, T: ImplicitScalar>(
     pb: &SvdPullback<B>,
     cot: &Cots<T>,
@@ -448,39 +467,25 @@ fn pullback_t<B: Backend, T: ImplicitScalar>(
     let (batch, m, n) = matrix_dims(&pb.dims, "a")?;
     let k = m.min(n);
     let [u_h, s_h, vh_h] = &*pb.factors;
-    let Cots {
-        u: ubar,
-        vh: vhbar,
-        s: sbar,
-        discarded: dbar,
-    } = cot;
-    let us = split::<T>(u_h, "u", false)?;
-    let vhs = split::<T>(vh_h, "vh", false)?;
+    let (ubar, vhbar) = cot.views()?;
+    let (sbar, dbar) = (&cot.s, &cot.discarded);
+    let us = Views::<T>::new(u_h, "u")?;
+    let vhs = Views::<T>::new(vh_h, "vh")?;
     let svals = split_real(s_h, k);
     per_matrix::<T, _>(&batch, ("a_bar", m, n), |b| {
-        let u_all = us[b].as_ref();
-        let v_all = vhs[b].adjoint().to_owned();
+        let (u_all, vh_all) = (us.get(b), vhs.get(b));
         let s = &svals[b];
-        let ub = ubar.as_ref().map(|x| x[b].as_ref());
-        let vb = vhbar.as_ref().map(|x| x[b].adjoint().to_owned());
+        let ub = ubar.map(|x| x.get(b));
+        let vhb = vhbar.map(|x| x.get(b));
         let sb = sbar.as_ref().map(|x| x[b].as_slice());
         match pb.kind {
-            Kind::Thin => svd_pullback(
-                u_all,
-                s,
-                v_all.as_ref(),
-                ub.map(|x| x.to_owned()),
-                sb,
-                vb,
-                &pb.opts,
-            ),
+            Kind::Thin => svd_pullback(u_all, s, vh_all, ub, sb, vhb, &pb.opts),
             Kind::Full => {
-                let u = cols(u_all, 0, k);
-                let v = cols(v_all.as_ref(), 0, k);
+                let u = u_all.subcols(0, k);
                 let ub = ub
                     .map(|x| {
                         fold_complement(
-                            u.as_ref(),
+                            u,
                             u_all.subcols(k, m - k),
                             cols(x, 0, k),
                             x.subcols(k, m - k),
@@ -489,47 +494,62 @@ fn pullback_t<B: Backend, T: ImplicitScalar>(
                         )
                     })
                     .transpose()?;
-                let vb = vb
+                // the fold is on V's columns: V and V̄ as matrices, V̄ folded back to rows
+                let vhb = vhb
                     .map(|x| {
+                        let (v_all, x) = (vh_all.adjoint().to_owned(), x.adjoint().to_owned());
                         fold_complement(
-                            v.as_ref(),
+                            v_all.as_ref().subcols(0, k),
                             v_all.as_ref().subcols(k, n - k),
                             cols(x.as_ref(), 0, k),
                             x.as_ref().subcols(k, n - k),
                             "svd",
                             "V",
                         )
+                        .map(|vb| vb.adjoint().to_owned())
                     })
                     .transpose()?;
-                svd_pullback(u.as_ref(), s, v.as_ref(), ub, sb, vb, &pb.opts)
+                svd_pullback(
+                    u,
+                    s,
+                    vh_all.subrows(0, k),
+                    ub.as_ref().map(Mat::as_ref),
+                    sb,
+                    vhb.as_ref().map(Mat::as_ref),
+                    &pb.opts,
+                )
             }
             Kind::Truncated { rank } if pb.opts.discarded_term => {
-                let pad = |x: MatRef<'_, T>| hcat(x, Mat::<T>::zeros(x.nrows(), k - rank).as_ref());
+                let pad_u = |x: MatRef<'_, T>| hcat(x, Mat::<T>::zeros(m, k - rank).as_ref());
+                let pad_vh = |x: MatRef<'_, T>| {
+                    Mat::from_fn(k, n, |i, j| if i < rank { x[(i, j)] } else { T::zero() })
+                };
                 let mut s_full = vec![0.0; k];
                 if let Some(sb) = sb {
                     s_full[..rank].copy_from_slice(sb);
                 }
-                if let Some(d) = &dbar {
+                if let Some(d) = dbar {
                     s_full[rank..].copy_from_slice(&d[b]);
                 }
                 let any_s = sb.is_some() || dbar.is_some();
+                let (ub, vhb) = (ub.map(pad_u), vhb.map(pad_vh));
                 svd_pullback(
                     u_all,
                     s,
-                    v_all.as_ref(),
-                    ub.map(pad),
+                    vh_all,
+                    ub.as_ref().map(Mat::as_ref),
                     any_s.then_some(s_full.as_slice()),
-                    vb.map(|x| pad(x.as_ref())),
+                    vhb.as_ref().map(Mat::as_ref),
                     &pb.opts,
                 )
             }
             Kind::Truncated { rank } => svd_pullback(
                 u_all.subcols(0, rank),
                 &s[..rank],
-                v_all.as_ref().subcols(0, rank),
-                ub.map(|x| x.to_owned()),
+                vh_all.subrows(0, rank),
+                ub,
                 sb,
-                vb,
+                vhb,
                 &pb.opts,
             ),
         }

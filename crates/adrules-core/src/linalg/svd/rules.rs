@@ -48,21 +48,24 @@ pub(super) fn inv_s(s: f64, s0: f64, rtol: f64, broadening: f64) -> Option<f64> 
     }
 }
 
-/// One matrix: `Ā` from thin factors `U: m×k`, `s`, `V: n×k` (any `k ≤ min(m, n)`) and the
-/// cotangents `Ū: m×k`, `S̄`, `V̄: n×k` (the formula of [`SvdPullback::pullback`]).
+/// One matrix: `Ā` (row-major) from thin factors `U: m×k`, `s`, `Vh: k×n` (any
+/// `k ≤ min(m, n)`) and the cotangents `Ū: m×k`, `S̄`, `V̄h: k×n` (the formula of
+/// [`SvdPullback::pullback`], with `V = Vhᴴ`, `V̄ = V̄hᴴ`). The matrices may be views of any
+/// layout (the host buffers, row-major): nothing is copied but the `m×k` and `n×k` terms of a
+/// rectangular `A`.
 pub(super) fn svd_pullback<T: ImplicitScalar>(
     u: MatRef<'_, T>,
     s: &[f64],
-    v: MatRef<'_, T>,
-    ubar: Option<Mat<T>>,
+    vh: MatRef<'_, T>,
+    ubar: Option<MatRef<'_, T>>,
     sbar: Option<&[f64]>,
-    vbar: Option<Mat<T>>,
+    vhbar: Option<MatRef<'_, T>>,
     opts: &RuleOptions,
-) -> Result<Mat<T>> {
+) -> Result<RowMajor<T>> {
     let (m, k) = u.shape();
-    let n = v.nrows();
+    let n = vh.ncols();
     if k == 0 {
-        return Ok(Mat::<T>::zeros(m, n));
+        return Ok(RowMajor::zeros(m, n));
     }
     // singular values in units of c (a power of two near s₀), so that their squares neither
     // overflow nor underflow. Ā = U·diag(S̄)·Vᴴ + Ā₁/c: the first term is homogeneous of
@@ -72,17 +75,13 @@ pub(super) fn svd_pullback<T: ImplicitScalar>(
     let sc = Scaled::new(s, opts.broadening);
     let (s, s0, c) = (sc.s.as_slice(), sc.s0, sc.c);
     let rtol = opts.rtol::<T>(m.min(n));
-    let j = ubar
-        .as_ref()
-        .map_or_else(|| Mat::zeros(k, k), |x| mm(u.adjoint(), x.as_ref()));
-    let kk = vbar
-        .as_ref()
-        .map_or_else(|| Mat::zeros(k, k), |x| mm(v.adjoint(), x.as_ref()));
+    let j = ubar.map_or_else(|| Mat::zeros(k, k), |x| mm(u.adjoint(), x));
+    // K = Vᴴ·V̄ = Vh·V̄hᴴ
+    let kk = vhbar.map_or_else(|| Mat::zeros(k, k), |x| mm(vh, x.adjoint()));
     // the gauge checks' scale: the cotangents' size (J and K alone can be rounding-small
     // when Ū lies mostly outside span U)
-    let gtol = eps::<T>().sqrt()
-        * (ubar.as_ref().map_or(0.0, |x| max_abs(x.as_ref()))
-            + vbar.as_ref().map_or(0.0, |x| max_abs(x.as_ref())));
+    let gtol =
+        eps::<T>().sqrt() * (ubar.map_or(0.0, |x| max_abs(x)) + vhbar.map_or(0.0, |x| max_abs(x)));
     let complex = T::DTYPE.is_complex();
     if complex {
         for i in 0..k {
@@ -101,6 +100,9 @@ pub(super) fn svd_pullback<T: ImplicitScalar>(
     }
     let stol =
         eps::<T>().sqrt() * sbar.map_or(0.0, |x| x.iter().fold(0.0f64, |a, b| a.max(b.abs())));
+    // P/c: every entry times the two factors of 1/c (what `unscale` does), as it is formed
+    let (ca, cb) = reciprocal_factors(c);
+    let (ca, cb) = (real::<T>(ca), real::<T>(cb));
     let mut p = Mat::<T>::zeros(k, k);
     for i in 0..k {
         for jj in 0..k {
@@ -112,7 +114,7 @@ pub(super) fn svd_pullback<T: ImplicitScalar>(
             let delta = s[jj] * s[jj] - s[i] * s[i];
             match inv_gap(delta, rtol * s0 * (s[i] + s[jj]), sc.eb_gap) {
                 // num·(1/Δ) in units of c (true value: this divided by c)
-                Some(f) => p[(i, jj)] = num * real::<T>(f),
+                Some(f) => p[(i, jj)] = num * real::<T>(f) * ca * cb,
                 None => {
                     let (si, sj) = sbar.map_or((0.0, 0.0), |x| (x[i], x[jj]));
                     if (si - sj).abs() > stol {
@@ -166,35 +168,35 @@ pub(super) fn svd_pullback<T: ImplicitScalar>(
                 None => {}
             }
         }
-        p[(i, i)] = d;
+        p[(i, i)] = d * ca * cb;
     }
     // Ā = U·(P/c + diag(S̄))·Vᴴ + [(Ū − U·J)·G·Vᴴ + U·G·(V̄ − V·K)ᴴ]/c: two GEMMs for a
-    // square A
-    unscale(&mut p, c);
+    // square A, the second into the output's row-major buffer
     if let Some(sb) = sbar {
         for (i, &x) in sb.iter().enumerate() {
             p[(i, i)] += real::<T>(x);
         }
     }
-    let pv = mm(p.as_ref(), v.adjoint());
-    let mut out = mm(u, pv.as_ref());
-    if let Some(ub) = &ubar
+    let pv = mm(p.as_ref(), vh);
+    let mut out = RowMajor::zeros(m, n);
+    mm_to(out.as_mut(), Accum::Replace, T::one(), u, pv.as_ref());
+    if let Some(ub) = ubar
         && m > k
     {
-        let mut w = ub.clone();
+        let mut w = ub.to_owned();
         mm_add(&mut w, -T::one(), u, j.as_ref());
         scale_cols(&mut w, &inv, gtol)?;
         unscale(&mut w, c);
-        mm_add(&mut out, T::one(), w.as_ref(), v.adjoint());
+        mm_to(out.as_mut(), Accum::Add, T::one(), w.as_ref(), vh);
     }
-    if let Some(vb) = &vbar
+    if let Some(vhb) = vhbar
         && n > k
     {
-        let mut w = vb.clone();
-        mm_add(&mut w, -T::one(), v, kk.as_ref());
+        let mut w = vhb.adjoint().to_owned();
+        mm_add(&mut w, -T::one(), vh.adjoint(), kk.as_ref());
         scale_cols(&mut w, &inv, gtol)?;
         unscale(&mut w, c);
-        mm_add(&mut out, T::one(), u, w.adjoint());
+        mm_to(out.as_mut(), Accum::Add, T::one(), u, w.adjoint());
     }
     Ok(out)
 }

@@ -26,14 +26,13 @@ pub(super) fn pullback_tangent_t<B: Backend, T: ImplicitScalar>(
         Kind::Full => (m, n, k),
         Kind::Truncated { rank } => (rank, rank, rank),
     };
-    // a cotangent (or its tangent) of matrix `b`, zero when absent
-    let mat_u = |c: &Cots<T>, b: usize| {
-        c.u.as_ref()
-            .map_or_else(|| Mat::zeros(m, ku), |x| x[b].clone())
+    let ((u0, vh0), (u1, vh1)) = (c0.views()?, c1.views()?);
+    // a cotangent (or its tangent) of matrix `b`, zero when absent; V̄ = V̄hᴴ
+    let mat_u = |x: Option<Views<'_, T>>, b: usize| {
+        x.map_or_else(|| Mat::zeros(m, ku), |x| x.get(b).to_owned())
     };
-    let mat_v = |c: &Cots<T>, b: usize| {
-        c.vh.as_ref()
-            .map_or_else(|| Mat::zeros(n, kv), |x| x[b].adjoint().to_owned())
+    let mat_v = |x: Option<Views<'_, T>>, b: usize| {
+        x.map_or_else(|| Mat::zeros(n, kv), |x| x.get(b).adjoint().to_owned())
     };
     let vec_s = |c: &Cots<T>, b: usize| {
         c.s.as_ref()
@@ -45,8 +44,8 @@ pub(super) fn pullback_tangent_t<B: Backend, T: ImplicitScalar>(
         let s = svals[b].as_slice();
         let (u, v) = (u_all.subcols(0, k), v_all.as_ref().subcols(0, k));
         let (du, ds, dv) = svd_pushforward(u, s, v, ads[b].as_ref(), &pb.opts);
-        let (ub, ubd) = (mat_u(&c0, b), mat_u(&c1, b));
-        let (vb, vbd) = (mat_v(&c0, b), mat_v(&c1, b));
+        let (ub, ubd) = (mat_u(u0, b), mat_u(u1, b));
+        let (vb, vbd) = (mat_v(vh0, b), mat_v(vh1, b));
         let (sb, sbd) = (vec_s(&c0, b), vec_s(&c1, b));
         let x = Thin { u, s, v };
         let dx = Thin {
