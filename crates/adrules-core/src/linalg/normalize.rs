@@ -68,7 +68,11 @@ pub fn normalize<B: Backend>(be: &B, x: &B::Tensor) -> Result<Normalized<B>> {
     // land well inside the normal range (f64: all entries below 2^-511 are raised by 2^600,
     // an entry above 2^512 lowers all by 2^-600; f32: 2^-63, 2^64 and 2^±100).
     let e: i32 = if dtype.is_double() { 600 } else { 100 };
-    let e = if squared > huge || squared.is_infinite() { -e } else { e };
+    let e = if squared > huge || squared.is_infinite() {
+        -e
+    } else {
+        e
+    };
     let scale = 2f64.powi(e);
     let mut scaled = be.zeros(&be.dims(x), dtype)?;
     axpy(be, &mut scaled, x, scale, false)?;
