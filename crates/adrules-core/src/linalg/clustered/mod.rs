@@ -305,6 +305,11 @@ fn operand<B: Backend>(
     dtype: DType,
     arg: &str,
 ) -> Result<HostTensor> {
+    // the shape first: a wrong operand is refused before it is copied off the device
+    let actual = be.dims(t);
+    if actual[..] != *dims {
+        return Err(Error::shape(arg, dims, &actual));
+    }
     checked_host(&be.to_host(t)?, dims, dtype, arg)
 }
 
