@@ -37,11 +37,11 @@ pub struct Normalized<B: Backend> {
 /// `x̂ = x/‖x‖` for a tensor of any shape and any dtype of the backend, the norm the
 /// Frobenius norm over all elements.
 ///
-/// The norm is computed as `√⟨x, x⟩`; when `⟨x, x⟩` leaves the normal range of x's
-/// precision (it overflows for entries above about `√max`, or underflows for entries below
-/// about `√min_positive`, as in `[1e200, 1e200]` or `[1e-200]` in f64), x is first scaled
-/// by a power of two (exact) and `‖x‖` is taken from the scaled copy, as LAPACK's `nrm2`
-/// avoids the same overflow. x̂ is then computed from the scaled copy.
+/// The norm is computed as `√⟨x, x⟩`; when `⟨x, x⟩` overflows x's precision (entries
+/// above about `√max`, as in `[1e200, 1e200]` in f64) or falls below `min_positive/ε`
+/// (where subnormal squares would lose digits, as in `[1e-200]`), x is first scaled by a
+/// power of two (exact) and `‖x‖` is taken from the scaled copy, as LAPACK's `nrm2` avoids
+/// the same overflow. x̂ is then computed from the scaled copy.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] naming `"x"` when `‖x‖` is zero (x̂ is undefined: a zero
@@ -50,10 +50,14 @@ pub struct Normalized<B: Backend> {
 pub fn normalize<B: Backend>(be: &B, x: &B::Tensor) -> Result<Normalized<B>> {
     let dtype = be.dtype(x);
     let squared = be.inner(x, x)?.re();
+    // Below `min_positive/ε` subnormal squares could carry a relative weight above ε.
     let (tiny, huge) = if dtype.is_double() {
-        (f64::MIN_POSITIVE, f64::MAX)
+        (f64::MIN_POSITIVE / f64::EPSILON, f64::MAX)
     } else {
-        (f32::MIN_POSITIVE as f64, f32::MAX as f64)
+        (
+            f32::MIN_POSITIVE as f64 / f32::EPSILON as f64,
+            f32::MAX as f64,
+        )
     };
     if squared.is_finite() && squared >= tiny && squared <= huge {
         let norm = squared.sqrt();
@@ -65,8 +69,9 @@ pub fn normalize<B: Backend>(be: &B, x: &B::Tensor) -> Result<Normalized<B>> {
         return Err(refused("x holds NaN or ±∞".into()));
     }
     // Out of range (or zero): rescale by 2^±e so that the squares of the largest entries
-    // land well inside the normal range (f64: all entries below 2^-511 are raised by 2^600,
-    // an entry above 2^512 lowers all by 2^-600; f32: 2^-63, 2^64 and 2^±100).
+    // land well inside the normal range (f64: ⟨x, x⟩ < 2^-969 raises all entries by 2^600,
+    // an overflow lowers all by 2^-600; f32: below 2^-102, 2^±100). Each square is then
+    // below ⟨x, x⟩ < 2^-969 (2^-102) before scaling, so the scaled sum cannot overflow.
     let e: i32 = if dtype.is_double() { 600 } else { 100 };
     let e = if squared > huge || squared.is_infinite() {
         -e
@@ -159,7 +164,9 @@ impl<B: Backend> NormalizePullback<B> {
     /// # Errors
     /// [`Error::ShapeMismatch`] or [`Error::DTypeMismatch`] naming `"unit_bar"` when `x̂̄`'s
     /// shape differs from x's or its dtype does not promote to x's;
-    /// [`Error::InvalidArgument`] naming `"norm_bar"` when `n̄` is not finite.
+    /// [`Error::InvalidArgument`] naming `"norm_bar"` when `n̄` is not finite;
+    /// [`Error::NonFinite`] naming `"x_bar"` when `x̄` is beyond the dtype's range although
+    /// `x̂̄` is finite (a tiny `‖x‖`: `x̄` grows as `1/‖x‖`). A NaN or ∞ in `x̂̄` propagates.
     pub fn pullback(&self, unit_bar: Option<&B::Tensor>, norm_bar: f64) -> Result<B::Tensor> {
         if !norm_bar.is_finite() {
             return Err(Error::invalid(
@@ -167,17 +174,59 @@ impl<B: Backend> NormalizePullback<B> {
                 format!("must be finite, got {norm_bar}"),
             ));
         }
-        let mut x_bar = self.be.zeros(&self.dims, self.dtype)?;
-        let along = match unit_bar {
-            Some(w) => {
-                check::like(&self.be, "unit_bar", w, &self.dims, self.dtype)?;
-                axpy(&self.be, &mut x_bar, w, 1.0 / self.norm, false)?;
-                norm_bar - self.be.inner(&self.unit, w)?.re() / self.norm
-            }
-            None => norm_bar,
+        if let Some(w) = unit_bar {
+            check::like(&self.be, "unit_bar", w, &self.dims, self.dtype)?;
+        }
+        let x_bar = if self.reciprocal_in_range() {
+            let mut x_bar = self.be.zeros(&self.dims, self.dtype)?;
+            let along = match unit_bar {
+                Some(w) => {
+                    axpy(&self.be, &mut x_bar, w, 1.0 / self.norm, false)?;
+                    norm_bar - self.be.inner(&self.unit, w)?.re() / self.norm
+                }
+                None => norm_bar,
+            };
+            axpy(&self.be, &mut x_bar, &self.unit, along, true)?;
+            x_bar
+        } else {
+            // ‖x‖ so small that 1/‖x‖ leaves the dtype: project at unit scale, then divide.
+            let mut x_bar = match unit_bar {
+                Some(w) => {
+                    let along = self.be.inner(&self.unit, w)?.re();
+                    self.over_norm(w, along)?
+                }
+                None => self.be.zeros(&self.dims, self.dtype)?,
+            };
+            axpy(&self.be, &mut x_bar, &self.unit, norm_bar, true)?;
+            x_bar
         };
-        axpy(&self.be, &mut x_bar, &self.unit, along, true)?;
+        let inputs: Vec<&B::Tensor> = unit_bar.into_iter().collect();
+        crate::finite::check(&self.be, || "x_bar".into(), &x_bar, &inputs)?;
         Ok(x_bar)
+    }
+
+    /// `1/‖x‖` is a finite number of x's dtype, below the square root of its largest value
+    /// (so that `v/‖x‖` overflows only for cotangents or tangents near that root).
+    fn reciprocal_in_range(&self) -> bool {
+        let limit = if self.dtype.is_double() {
+            2f64.powi(512)
+        } else {
+            2f64.powi(64)
+        };
+        1.0 / self.norm <= limit
+    }
+
+    /// `(v − x̂·a)/‖x‖` for a tiny `‖x‖`: the difference at unit scale, then the division as
+    /// two exact-range factors `1/(‖x‖·2^e)` and `2^e` (e = 600 for f64, 100 for f32).
+    fn over_norm(&self, v: &B::Tensor, a: f64) -> Result<B::Tensor> {
+        let s = 2f64.powi(if self.dtype.is_double() { 600 } else { 100 });
+        let mut p = self.be.zeros(&self.dims, self.dtype)?;
+        axpy(&self.be, &mut p, v, 1.0, false)?;
+        axpy(&self.be, &mut p, &self.unit, -a, true)?;
+        let mut q = self.be.zeros(&self.dims, self.dtype)?;
+        axpy(&self.be, &mut q, &p, 1.0 / (self.norm * s), false)?;
+        axpy(&self.be, &mut p, &q, s, false)?;
+        Ok(p)
     }
 
     /// The tangent `((d/dt) x̂, ṅ)` along `ẋ`: `(ẋ − x̂·Re⟨x̂, ẋ⟩)/n` (x's dtype) and
@@ -185,19 +234,27 @@ impl<B: Backend> NormalizePullback<B> {
     ///
     /// # Errors
     /// [`Error::ShapeMismatch`] or [`Error::DTypeMismatch`] naming `"x_dot"` when ẋ's shape
-    /// differs from x's or its dtype does not promote to x's.
+    /// differs from x's or its dtype does not promote to x's; [`Error::NonFinite`] naming
+    /// `"unit_dot"` when the tangent is beyond the dtype's range although ẋ is finite. A NaN
+    /// or ∞ in ẋ propagates.
     pub fn tangent(&self, x_dot: &B::Tensor) -> Result<(B::Tensor, f64)> {
         check::like(&self.be, "x_dot", x_dot, &self.dims, self.dtype)?;
         let norm_dot = self.be.inner(&self.unit, x_dot)?.re();
-        let mut unit_dot = self.be.zeros(&self.dims, self.dtype)?;
-        axpy(&self.be, &mut unit_dot, x_dot, 1.0 / self.norm, false)?;
-        axpy(
-            &self.be,
-            &mut unit_dot,
-            &self.unit,
-            -norm_dot / self.norm,
-            true,
-        )?;
+        let unit_dot = if self.reciprocal_in_range() {
+            let mut unit_dot = self.be.zeros(&self.dims, self.dtype)?;
+            axpy(&self.be, &mut unit_dot, x_dot, 1.0 / self.norm, false)?;
+            axpy(
+                &self.be,
+                &mut unit_dot,
+                &self.unit,
+                -norm_dot / self.norm,
+                true,
+            )?;
+            unit_dot
+        } else {
+            self.over_norm(x_dot, norm_dot)?
+        };
+        crate::finite::check(&self.be, || "unit_dot".into(), &unit_dot, &[x_dot])?;
         Ok((unit_dot, norm_dot))
     }
 }

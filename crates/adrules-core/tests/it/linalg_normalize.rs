@@ -132,6 +132,71 @@ fn extreme_scales_keep_norm_and_direction() {
     assert_eq!(host(&out.unit).data().to_c64_vec()[1], C::new(1.0, 0.0));
 }
 
+/// Subnormal squares that sum to a normal `⟨x, x⟩` still give the norm to rounding (the
+/// rescue path scales x first): f32 `[1.23e-21; 10⁴]`, f64 `[4.81e-157; 10⁵]`.
+#[test]
+fn subnormal_squares_keep_full_precision() {
+    let x32 = HostTensor::from_vec(&[10_000], vec![1.23e-21f32; 10_000]).unwrap();
+    let want = (1.23e-21f32 as f64) * 100.0;
+    let got = normalize(&be(), &dev(&x32)).unwrap().norm;
+    assert!(
+        (got - want).abs() <= 2e-5 * want,
+        "f32: {got:e} vs {want:e}"
+    );
+    let x64 = HostTensor::from_vec(&[100_000], vec![4.81e-157f64; 100_000]).unwrap();
+    let want = 4.81e-157 * 100_000f64.sqrt();
+    let got = normalize(&be(), &dev(&x64)).unwrap().norm;
+    assert!(
+        (got - want).abs() <= 1e-13 * want,
+        "f64: {got:e} vs {want:e}"
+    );
+}
+
+/// A norm so small that `1/‖x‖` leaves the dtype: the pullback and tangent are exact where
+/// representable (no `0·∞` NaN) and `Error::NonFinite` beyond the range.
+#[test]
+fn tiny_norms_give_exact_derivatives_or_non_finite_errors() {
+    let vals = |t: &adrules_strided::Tensor| -> Vec<f64> {
+        host(t).data().to_c64_vec().iter().map(|z| z.re).collect()
+    };
+    let t64 = |v: Vec<f64>| dev(&HostTensor::from_vec(&[v.len()], v).unwrap());
+    let t32 = |v: Vec<f32>| dev(&HostTensor::from_vec(&[v.len()], v).unwrap());
+    // x = [5e-324]: x̂ = [1]; x̂̄ ∥ x̂ gives x̄ = 0, ẋ ∥ x̂ gives (d/dt)x̂ = 0, ṅ = 1
+    let (_, pb) = normalize_rrule(&be(), &t64(vec![f64::from_bits(1)])).unwrap();
+    assert_eq!(
+        vals(&pb.pullback(Some(&t64(vec![1.0])), 0.0).unwrap()),
+        [0.0]
+    );
+    let (unit_dot, norm_dot) = pb.tangent(&t64(vec![1.0])).unwrap();
+    assert_eq!((vals(&unit_dot), norm_dot), (vec![0.0], 1.0));
+    assert_eq!(vals(&pb.pullback(None, 2.0).unwrap()), [2.0]);
+    // x = [1e-300, 0]: the orthogonal direction is scaled by 1/‖x‖ = 1e300; along x̂ the
+    // exact zero comes out as rounding of x̂ (ε) times that scale, as at any scale
+    let (_, pb) = normalize_rrule(&be(), &t64(vec![1e-300, 0.0])).unwrap();
+    let along = vals(&pb.pullback(Some(&t64(vec![1.0, 0.0])), 0.0).unwrap());
+    assert!(
+        along.iter().all(|g| g.abs() <= 4.0 * f64::EPSILON * 1e300),
+        "{along:?}"
+    );
+    let g = vals(&pb.pullback(Some(&t64(vec![0.0, 1.0])), 0.0).unwrap());
+    assert!(g[0] == 0.0 && (g[1] / 1e300 - 1.0).abs() < 1e-15, "{g:?}");
+    // beyond the range: 1/5e-324 and, in f32, 1/1e-40 overflow
+    let (_, pb) = normalize_rrule(&be(), &t64(vec![f64::from_bits(1), 0.0])).unwrap();
+    assert!(matches!(
+        pb.tangent(&t64(vec![0.0, 1.0])),
+        Err(Error::NonFinite { arg, .. }) if arg == "unit_dot"
+    ));
+    let (_, pb) = normalize_rrule(&be(), &t32(vec![1e-40, 0.0])).unwrap();
+    let along = vals(&pb.pullback(Some(&t32(vec![1.0, 0.0])), 0.0).unwrap());
+    let scale = 1.0 / (1e-40f32 as f64);
+    let bound = 4.0 * f32::EPSILON as f64 * scale;
+    assert!(along.iter().all(|g| g.abs() <= bound), "{along:?}");
+    assert!(matches!(
+        pb.pullback(Some(&t32(vec![0.0, 1.0])), 0.0),
+        Err(Error::NonFinite { arg, .. }) if arg == "x_bar"
+    ));
+}
+
 #[test]
 fn bad_input_gets_typed_errors() {
     let zero = HostTensor::from_vec(&[3], vec![0.0f64; 3]).unwrap();
