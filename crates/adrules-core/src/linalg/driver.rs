@@ -131,16 +131,35 @@ tuple_outputs!(4; E0 x0 v0 s0, E1 x1 v1 s1, E2 x2 v2 s2, E3 x3 v3 s3);
 /// split beforehand ([`split`], [`host_mats`], …) by `b`.
 ///
 /// # Errors
-/// The first error of `one`, in batch order (no output is gathered then); then those of
+/// The first error of `one`, in batch order (no output is gathered then; in a batch of more
+/// than one matrix, a [`Error::GaugeIllDefined`](crate::Error::GaugeIllDefined) that does
+/// not name its matrix gets the prefix `matrix b (row-major batch order): `); then those of
 /// [`Entry::gather`] (a non-finite output), output by output.
 pub(crate) fn per_matrix<T, O: Outputs<T>>(
     batch: &[usize],
     specs: O::Specs,
-    one: impl FnMut(usize) -> Result<O>,
+    mut one: impl FnMut(usize) -> Result<O>,
 ) -> Result<O::Hosts> {
     let count: usize = batch.iter().product();
-    let all = (0..count).map(one).collect::<Result<Vec<O>>>()?;
+    let all = (0..count)
+        .map(|b| one(b).map_err(|e| in_matrix(e, b, count)))
+        .collect::<Result<Vec<O>>>()?;
     O::gather(specs, batch, all)
+}
+
+/// Names matrix `b` of a batch of `count` in a gauge error that does not name it yet.
+fn in_matrix(e: crate::Error, b: usize, count: usize) -> crate::Error {
+    match e {
+        crate::Error::GaugeIllDefined { arg, reason }
+            if count > 1 && !reason.starts_with("matrix ") =>
+        {
+            crate::Error::GaugeIllDefined {
+                arg,
+                reason: format!("matrix {b} (row-major batch order): {reason}"),
+            }
+        }
+        other => other,
+    }
 }
 
 /// A rule's batched matrix argument (a cotangent or a tangent) on the host, one matrix per

@@ -656,6 +656,55 @@ fn degenerate_spectra() {
     ));
 }
 
+/// In a batch, a gauge error names the matrix it comes from (here the second, an identity
+/// whose degenerate singular values meet a gauge-dependent cotangent); a single matrix's
+/// error keeps its message.
+#[test]
+fn batched_gauge_errors_name_their_matrix() {
+    // matrix 0 = diag(1, 2, 3) (separated spectrum), matrix 1 = I (fully degenerate)
+    let diag = |d: [f64; 3]| (0..9).map(move |i| if i % 4 == 0 { d[i / 4] } else { 0.0 });
+    let a: Vec<f64> = diag([1.0, 2.0, 3.0]).chain(diag([1.0; 3])).collect();
+    let a = HostTensor::from_vec(&[2, 3, 3], a).unwrap();
+    let (_, pb) = svd_rrule(&be(), &dev(&a), SvdMode::Thin, RuleOptions::default()).unwrap();
+    let ubar = random(&[2, 3, 3], DType::F64, 62);
+    let cot = SvdCotangents {
+        u: Some(&dev(&ubar)),
+        ..Default::default()
+    };
+    match pb.pullback(cot) {
+        Err(Error::GaugeIllDefined { reason, .. }) => {
+            assert!(
+                reason.starts_with("matrix 1 (row-major batch order): "),
+                "{reason}"
+            )
+        }
+        other => panic!("expected GaugeIllDefined, got {other:?}"),
+    }
+    let (_, eb) = eigh_rrule(&be(), &dev(&a), RuleOptions::default()).unwrap();
+    match eb.pullback(None, Some(&dev(&ubar))) {
+        Err(Error::GaugeIllDefined { reason, .. }) => {
+            assert!(
+                reason.starts_with("matrix 1 (row-major batch order): "),
+                "{reason}"
+            )
+        }
+        other => panic!("expected GaugeIllDefined, got {other:?}"),
+    }
+    let one = HostTensor::from_vec(&[3, 3], diag([1.0; 3]).collect()).unwrap();
+    let (_, pb) = svd_rrule(&be(), &dev(&one), SvdMode::Thin, RuleOptions::default()).unwrap();
+    let ubar = random(&[3, 3], DType::F64, 63);
+    let cot = SvdCotangents {
+        u: Some(&dev(&ubar)),
+        ..Default::default()
+    };
+    match pb.pullback(cot) {
+        Err(Error::GaugeIllDefined { reason, .. }) => {
+            assert!(!reason.starts_with("matrix"), "{reason}")
+        }
+        other => panic!("expected GaugeIllDefined, got {other:?}"),
+    }
+}
+
 #[test]
 fn bad_input_gets_typed_errors() {
     let be = be();
