@@ -285,14 +285,8 @@ fn pullback_t<B: Backend, T: ImplicitScalar>(
     c_bar: Option<&B::Tensor>,
 ) -> Result<HostTensor> {
     let (batch, n) = pb.batch_n()?;
-    let k = pb.k;
     let fs = pb.factors::<T>()?;
-    let wb = w_bar
-        .map(|t| pb.arg::<T>(t, n, k, "basis_bar"))
-        .transpose()?;
-    let cb = c_bar
-        .map(|t| pb.arg::<T>(t, k, k, "corner_bar"))
-        .transpose()?;
+    let [wb, cb] = super::second::cotangents::<B, T>(pb, [w_bar, c_bar], "")?;
     per_matrix::<T, _>(&batch, ("a_bar", n, n), |b| {
         let h = pullback_one(
             &fs[b],

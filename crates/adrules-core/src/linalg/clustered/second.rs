@@ -96,10 +96,11 @@ impl<B: Backend> ClusteredEighPullback<B> {
 }
 
 /// `W̄` and `C̄'` (or their tangents: `suffix` `"_dot"` names them so in errors) on the host,
-/// one entry per matrix of the batch, shapes checked.
-type Cotangents<T> = [Option<Vec<Mat<T>>>; 2];
+/// one entry per matrix of the batch, shapes checked (the pullback's reading of its
+/// cotangents, too).
+pub(super) type Cotangents<T> = [Option<Vec<Mat<T>>>; 2];
 
-fn cotangents<B: Backend, T: ImplicitScalar>(
+pub(super) fn cotangents<B: Backend, T: ImplicitScalar>(
     pb: &ClusteredEighPullback<B>,
     [w, c]: [Option<&B::Tensor>; 2],
     suffix: &str,
