@@ -148,6 +148,25 @@ impl<B: Engine> BurnBackend<B> {
         BurnTensor::logical(Self::cast(t, to), &t.dims)
     }
 
+    /// `C ← β·C + α·P(A)` for real `α`, `β` in C's dtype `dc` (arguments checked): the Flex
+    /// kernel when C and A live there, else burn's ops.
+    fn add_real(
+        c: &mut BurnTensor<B>,
+        a: &BurnTensor<B>,
+        p: &Permutation,
+        alpha: f64,
+        beta: f64,
+        dc: DType,
+    ) -> Result<()> {
+        let ac = Self::in_dtype(a, dc);
+        let prim = AddOp::new(p.clone()).alpha(alpha).beta(beta).into();
+        if !flex::run(c, &[&ac], Kernel::Primitive(&prim), dc)? {
+            let term = Self::permute(ac.primitive, p.as_slice());
+            Self::update(c, term, alpha, beta);
+        }
+        Ok(())
+    }
+
     /// `t` permuted by `axes` (no-op for the identity, including on scalars).
     fn permute(t: FloatTensor<B>, axes: &[usize]) -> FloatTensor<B> {
         let identity = axes.iter().enumerate().all(|(m, &p)| m == p);
@@ -299,9 +318,7 @@ impl<B: Engine> Backend for BurnBackend<B> {
     ) -> Result<()> {
         let dc = self.supported(&[("c", c), ("a", a)])?;
         let k = check::add(self, c, a, p, alpha, beta)?;
-        let term = Self::permute(Self::cast(a, dc), p.as_slice());
-        Self::update(c, term, k.alpha.re(), k.beta.re());
-        Ok(())
+        Self::add_real(c, a, p, k.alpha.re(), k.beta.re(), dc)
     }
 
     fn add_projected(
@@ -316,14 +333,7 @@ impl<B: Engine> Backend for BurnBackend<B> {
         let dc = self.supported(&[("c", c), ("a", a)])?;
         let beta = check::add_projected(self, c, a, p, beta)?.re();
         // Real data: the real part of α·P(A) is Re(α)·P(A), rounded to C's precision.
-        let alpha = alpha.re();
-        let ac = Self::in_dtype(a, dc);
-        let prim = AddOp::new(p.clone()).alpha(alpha).beta(beta).into();
-        if !flex::run(c, &[&ac], Kernel::Primitive(&prim), dc)? {
-            let term = Self::permute(Self::cast(a, dc), p.as_slice());
-            Self::update(c, term, alpha, beta);
-        }
-        Ok(())
+        Self::add_real(c, a, p, alpha.re(), beta, dc)
     }
 
     fn trace(

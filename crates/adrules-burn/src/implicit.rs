@@ -4,9 +4,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use adrules_core::implicit::{
-    ConditionsVjp, ImplicitFunction, ImplicitScalar, Point, SolverOptions, VjpMaps, device,
+    ConditionsVjp, ImplicitScalar, SolverOptions, Structure, VjpMaps, device,
 };
-use adrules_core::{Backend as _, DType, Error, HostTensor, Result};
+use adrules_core::{Backend as _, DType, Error, Result};
 use burn_backend::{Backend, Element, TensorData};
 use burn_tensor::Tensor;
 
@@ -66,12 +66,14 @@ pub struct Implicit {
     solver: Arc<Solver>,
     conditions: Arc<ConditionsFn>,
     options: SolverOptions,
+    structure: Structure,
 }
 
 impl fmt::Debug for Implicit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Implicit")
             .field("options", &self.options)
+            .field("structure", &self.structure)
             .finish_non_exhaustive()
     }
 }
@@ -93,12 +95,23 @@ impl Implicit {
             solver: Arc::new(solver),
             conditions: Arc::new(conditions),
             options: SolverOptions::default(),
+            structure: Structure::General,
         }
     }
 
     /// Uses these options for the linear solves of the pullback.
     pub fn with_linear_solver(mut self, options: SolverOptions) -> Self {
         self.options = options;
+        self
+    }
+
+    /// Declares the structure of `A = ∂c/∂y` (see [`Structure`]): a definite tag lets
+    /// [`Method::Auto`] pick CG (matrix-free) or Cholesky (dense), and is what [`Method::Cg`]
+    /// needs; the default is [`Structure::General`].
+    ///
+    /// [`Method::Cg`]: adrules_core::implicit::Method::Cg
+    pub fn with_structure(mut self, structure: Structure) -> Self {
+        self.structure = structure;
         self
     }
 
@@ -177,25 +190,10 @@ impl Rule for Implicit {
             x: at.x.iter().map(flat).collect::<Result<_>>()?,
             y: flat(y)?,
         };
-        let m = point.num_unknowns();
-        let x_bar = if device::runs_on_host(&self.options, m) {
-            let host = |t: &BurnTensor<B>| at.be.to_host(t);
-            let x = at.x.iter().map(host).collect::<Result<Vec<_>>>()?;
-            let (y, y_bar) = (host(y)?, host(c_bar)?);
-            let x_bar = if y.dtype().is_double() {
-                self.dense_vjp::<f64>(point, &x, y, &y_bar)?
-            } else {
-                self.dense_vjp::<f32>(point, &x, y, &y_bar)?
-            };
-            let back = |g| at.be.from_host(g);
-            x_bar.into_iter().map(back).collect::<Result<Vec<_>>>()?
+        let x_bar = if at.be.dtype(y).is_double() {
+            self.engine_pullback::<B, f64>(at, point, y, c_bar)?
         } else {
-            let maps = DeviceMaps {
-                point,
-                x_dims: at.x.iter().map(|t| t.dims().to_vec()).collect(),
-                _backend: std::marker::PhantomData::<B>,
-            };
-            device::pullback(at.be, &maps, c_bar, &self.options)?.0
+            self.engine_pullback::<B, f32>(at, point, y, c_bar)?
         };
         let keep = |(g, &on): (BurnTensor<B>, &bool)| on.then_some(g);
         Ok(x_bar.into_iter().zip(at.active).map(keep).collect())
@@ -203,22 +201,31 @@ impl Rule for Implicit {
 }
 
 impl Implicit {
-    /// `x̄ = Jᴴ·ȳ` at the solution `y` by the core's host implicit pullback (a dense solver),
-    /// the conditions linearized at `(x, y)` as [`VjpMaps`] of VJPs on the device.
-    fn dense_vjp<T: ImplicitScalar + Element>(
+    /// `x̄ = Jᴴ·ȳ` at the solution `y` by the core's engine pullback
+    /// ([`device::engine_pullback`]): a dense solve on the host over the [`VjpMaps`] of VJPs
+    /// on the device, or a matrix-free one on the device.
+    fn engine_pullback<B: Backend, T: ImplicitScalar + Element>(
         &self,
+        at: &At<'_, B>,
         point: Conditions,
-        x: &[HostTensor],
-        y: HostTensor,
-        y_bar: &HostTensor,
-    ) -> Result<Vec<HostTensor>> {
-        let point = HostPoint::<T>::new(point)?;
-        let linearize = move |_: &Point<'_, (), ()>| -> Result<VjpMaps<T, HostPoint<T>>> {
-            Ok(VjpMaps::new(point.clone()))
+        y: &BurnTensor<B>,
+        y_bar: &BurnTensor<B>,
+    ) -> Result<Vec<BurnTensor<B>>> {
+        let structure = self.structure;
+        let host_point = point.clone();
+        let host = move || -> Result<VjpMaps<T, HostPoint<T>>> {
+            Ok(VjpMaps::new(HostPoint::<T>::new(host_point)?).with_structure(structure))
         };
-        let f = ImplicitFunction::<T, (), (), _, _>::from_conditions(linearize);
-        let f = f.with_linear_solver(self.options.clone());
-        f.linearize_at(x, y, &(), &())?.vjp(y_bar)
+        let device = || -> Result<DeviceMaps<B>> {
+            Ok(DeviceMaps {
+                point,
+                x_dims: at.x.iter().map(|t| t.dims().to_vec()).collect(),
+                structure,
+                _backend: std::marker::PhantomData,
+            })
+        };
+        let x: Vec<&BurnTensor<B>> = at.x.iter().collect();
+        device::engine_pullback(at.be, &x, y, y_bar, &self.options, host, device)
     }
 }
 
@@ -289,12 +296,17 @@ struct DeviceMaps<B> {
     point: Conditions,
     /// the logical shape of every input
     x_dims: Vec<Vec<usize>>,
+    structure: Structure,
     _backend: std::marker::PhantomData<B>,
 }
 
 impl<B: Backend> device::AdjointMaps<BurnBackend<B>> for DeviceMaps<B> {
     fn num_unknowns(&self) -> usize {
         self.point.num_unknowns()
+    }
+
+    fn structure(&self) -> Structure {
+        self.structure
     }
 
     fn apply_a_adjoint(&self, u: &BurnTensor<B>) -> Result<BurnTensor<B>> {

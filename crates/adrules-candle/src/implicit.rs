@@ -18,8 +18,8 @@
 use std::sync::Arc;
 
 use adrules_core::implicit::{
-    Conditions, ConditionsVjp, ImplicitFunction, ImplicitScalar, LinearMaps, Linearization, Point,
-    SolverOptions, Structure, VjpMaps, device,
+    Conditions, ConditionsVjp, ImplicitFunction, ImplicitScalar, LinearMaps, Point, SolverOptions,
+    Structure, VjpMaps, device,
 };
 use adrules_core::{Backend, Error, HostTensor, Result};
 use candle_core::backend::BackendDevice;
@@ -175,68 +175,84 @@ impl<T: CandleScalar> ConditionsVjp<T> for CandleVjp<T> {
     }
 }
 
-/// The candle op of an implicit function: forward = the solution `y` (already computed),
-/// backward = the implicit pullback `x̄ = Bᴴ·u`, `Aᴴ·u = −ȳ`, for the inputs packed into one
-/// vector.
-struct ImplicitNode<T: CandleScalar> {
-    lin: Linearization<T>,
+/// The pullback of an implicit node: `x̄`, flattened and concatenated like the node's input,
+/// from `ȳ` (of `y`'s shape).
+type NodePullback = dyn Fn(&Tensor) -> Result<Tensor> + Send + Sync;
+
+/// The one candle op of both entry points ([`implicit`] and [`Implicit`]): zeros of `y`'s
+/// shape in the forward pass (allocated on the device; the output is `y.detach() + zeros`),
+/// the implicit pullback in the backward pass. Its input is every `x` flattened and
+/// concatenated (candle differentiates at most three inputs per op; candle's `cat` hands each
+/// input its slice of the gradient).
+struct ImplicitNode {
+    shape: Shape,
+    pullback: Box<NodePullback>,
 }
 
-impl<T: CandleScalar> ImplicitNode<T> {
-    fn fwd<S: Storage>(&self, (s, _): (&S, &Layout)) -> candle_core::Result<(S, Shape)> {
-        let y = self.lin.y();
-        let data = y.as_slice::<T>().map_err(to_candle)?;
-        let storage = candle_core::backend::BackendDevice::storage_from_slice(s.device(), data)?;
-        Ok((storage, Shape::from(y.dims())))
+impl ImplicitNode {
+    fn fwd<S: Storage>(&self, s: &S) -> candle_core::Result<(S, Shape)> {
+        let zeros = s.device().zeros_impl(&self.shape, s.dtype())?;
+        Ok((zeros, self.shape.clone()))
     }
 }
 
-impl<T: CandleScalar> CustomOp1 for ImplicitNode<T> {
+impl CustomOp1 for ImplicitNode {
     fn name(&self) -> &'static str {
         "adrules-implicit"
     }
 
-    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        self.fwd((s, l))
+    fn cpu_fwd(&self, s: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        self.fwd(s)
     }
-    fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
-        self.fwd((s, l))
+    fn cuda_fwd(&self, s: &CudaStorage, _: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        self.fwd(s)
     }
     fn metal_fwd(
         &self,
         s: &MetalStorage,
-        l: &Layout,
+        _: &Layout,
     ) -> candle_core::Result<(MetalStorage, Shape)> {
-        self.fwd((s, l))
+        self.fwd(s)
     }
 
     fn bwd(
         &self,
-        x: &Tensor,
+        _x: &Tensor,
         _res: &Tensor,
         y_bar: &Tensor,
     ) -> candle_core::Result<Option<Tensor>> {
-        let be = CandleBackend::new(y_bar.device().clone());
-        let y_bar = be.to_host(y_bar).map_err(to_candle)?;
-        let x_bar = self.lin.vjp(&y_bar).map_err(to_candle)?;
-        let mut packed = Vec::with_capacity(x.elem_count());
-        for g in &x_bar {
-            packed.extend_from_slice(g.as_slice::<T>().map_err(to_candle)?);
-        }
-        Tensor::from_vec(packed, x.elem_count(), x.device()).map(Some)
+        (self.pullback)(y_bar).map(Some).map_err(to_candle)
     }
+}
+
+/// `y` recorded in candle's graph as a function of `x` whose backward pass is `pullback`
+/// (every `x` non-empty: at least one input).
+fn attach(y: &Tensor, x: &[&Tensor], pullback: Box<NodePullback>) -> Result<Tensor> {
+    let flat: Vec<Tensor> = x
+        .iter()
+        .map(|t| t.flatten_all())
+        .collect::<candle_core::Result<_>>()
+        .map_err(from_candle)?;
+    let packed = Tensor::cat(&flat, 0).map_err(from_candle)?;
+    let node = ImplicitNode {
+        shape: y.shape().clone(),
+        pullback,
+    };
+    let zeros = packed.apply_op1(node).map_err(from_candle)?;
+    (&y.detach() + &zeros).map_err(from_candle)
 }
 
 /// Evaluates the implicit function `func` at the candle tensors `x` and records its
 /// pullback in candle's graph: returns `y` (on the device of `x`) and the solver's byproduct.
 ///
 /// The solver runs once, on host copies of `x`, and is never differentiated; the pullback is
-/// the implicit-function rule of the core ([`Linearization::vjp`]: solve `Aᴴ·u = −ȳ`, then
-/// `x̄ = Bᴴ·u`), with the linear maps of `func`'s conditions (for example
-/// [`CandleConditions`]). Candle differentiates at most three inputs per op, so the inputs are
-/// flattened and concatenated into one tensor (candle's own `cat`, whose backward hands each
-/// input its slice of the gradient): any number of inputs gets its gradient, for one copy of
-/// `x`. With no input, `y` is returned as a constant.
+/// the implicit-function rule of the core
+/// ([`Linearization::vjp`](adrules_core::implicit::Linearization::vjp): solve
+/// `Aᴴ·u = −ȳ`, then `x̄ = Bᴴ·u`), with the linear maps of `func`'s conditions (for example
+/// [`CandleConditions`]). `y` is copied to the device of `x` and recorded through the same
+/// op as [`Implicit`]'s, whose input is every `x` flattened and concatenated (candle
+/// differentiates at most three inputs per op): any number of inputs gets its gradient, for
+/// one copy of `x`. With no input, `y` is returned as a constant.
 ///
 /// # Errors
 /// A typed [`Error`] wrapped in candle's error (recover it with
@@ -276,19 +292,20 @@ where
     let be = CandleBackend::new(device.clone());
     let xh: Vec<HostTensor> = x.iter().map(|t| be.to_host(t)).collect::<Result<_>>()?;
     let (y, z, lin) = func.vjp(&xh, args)?;
+    let y = be.from_host(y)?;
     if x.is_empty() {
-        return Ok((be.from_host(y)?, z));
+        return Ok((y, z));
     }
-    let flat: Vec<Tensor> = x
-        .iter()
-        .map(|t| t.flatten_all())
-        .collect::<candle_core::Result<_>>()
-        .map_err(from_candle)?;
-    let packed = Tensor::cat(&flat, 0).map_err(from_candle)?;
-    let out = packed
-        .apply_op1(ImplicitNode { lin })
-        .map_err(from_candle)?;
-    Ok((out, z))
+    let n = x.iter().map(|t| t.elem_count()).sum();
+    let pullback = move |y_bar: &Tensor| -> Result<Tensor> {
+        let be = CandleBackend::new(y_bar.device().clone());
+        let mut packed = Vec::with_capacity(n);
+        for g in lin.vjp(&be.to_host(y_bar)?)? {
+            packed.extend_from_slice(g.as_slice::<T>()?);
+        }
+        Tensor::from_vec(packed, n, y_bar.device()).map_err(from_candle)
+    };
+    Ok((attach(&y, x, Box::new(pullback))?, z))
 }
 
 /// The solver of an [`Implicit`]: `y` from the inputs, candle tensors on their device.
@@ -400,19 +417,16 @@ impl Implicit {
         let y = (self.solver)(&detached).map_err(from_candle)?.detach();
         check_device(&y, &device, "y (solver output)")?;
         same_dtype(y.dtype(), dtype, "y (solver output)")?;
-        let flat: Vec<Tensor> = x
-            .iter()
-            .map(|t| t.flatten_all())
-            .collect::<candle_core::Result<_>>()
-            .map_err(from_candle)?;
-        let packed = Tensor::cat(&flat, 0).map_err(from_candle)?;
-        let node = DeviceNode {
+        let point = DevicePoint {
             f: self.clone(),
             x: detached,
             y: y.clone(),
         };
-        let zeros = packed.apply_op1(node).map_err(from_candle)?;
-        (&y + &zeros).map_err(from_candle)
+        let pullback = move |y_bar: &Tensor| match point.y.dtype() {
+            candle_core::DType::F64 => point.pullback::<f64>(y_bar),
+            _ => point.pullback::<f32>(y_bar),
+        };
+        attach(&y, x, Box::new(pullback))
     }
 }
 
@@ -428,21 +442,14 @@ fn same_dtype(actual: candle_core::DType, want: candle_core::DType, arg: &str) -
     })
 }
 
-/// The custom op of an [`Implicit`]: zeros of `y`'s shape forward, the implicit pullback
-/// backward.
-struct DeviceNode {
+/// An [`Implicit`] at its solution: the inputs and `y`, detached.
+struct DevicePoint {
     f: Implicit,
     x: Vec<Tensor>,
     y: Tensor,
 }
 
-impl DeviceNode {
-    fn fwd<S: Storage>(&self, s: &S) -> candle_core::Result<(S, Shape)> {
-        let shape = self.y.shape().clone();
-        let zeros = s.device().zeros_impl(&shape, s.dtype())?;
-        Ok((zeros, shape))
-    }
-
+impl DevicePoint {
     /// The conditions' graph at `(x, y)`, as the VJP source of the pullback.
     fn graph<T: CandleScalar>(&self) -> Result<CandleVjp<T>> {
         let var = |t: &Tensor| Var::from_tensor(t).map_err(from_candle);
@@ -471,80 +478,27 @@ impl DeviceNode {
         })
     }
 
-    /// `x̄` (packed like the op's input) for `ȳ`.
+    /// `x̄` (packed like the op's input) for `ȳ`: the core's engine pullback, a dense solve
+    /// on the host or a matrix-free one on the device ([`device::engine_pullback`]).
     fn pullback<T: CandleScalar>(&self, y_bar: &Tensor) -> Result<Tensor> {
-        let mut vjp = self.graph::<T>()?;
         let be = CandleBackend::new(self.y.device().clone());
-        let m = vjp.m;
-        let y_bar = y_bar.flatten_all().map_err(from_candle)?;
-        let x_bar: Vec<Tensor> = if device::runs_on_host(&self.f.options, m) {
+        let structure = self.f.structure;
+        let flat = |t: &Tensor| t.flatten_all().map_err(from_candle);
+        let (y, y_bar) = (flat(&self.y)?, flat(y_bar)?);
+        let host = || -> Result<VjpMaps<T, CandleVjp<T>>> {
+            let mut vjp = self.graph::<T>()?;
             vjp.values = vjp.c.to_vec1::<T>().map_err(from_candle)?;
-            let host = |t: &Tensor| be.to_host(t);
-            let x: Vec<HostTensor> = self.x.iter().map(host).collect::<Result<_>>()?;
-            let (y, y_bar) = (
-                host(&self.y.flatten_all().map_err(from_candle)?)?,
-                host(&y_bar)?,
-            );
-            let structure = self.f.structure;
-            let maps = std::sync::Mutex::new(Some(vjp));
-            let linearize = move |_: &Point<'_, (), ()>| -> Result<VjpMaps<T, CandleVjp<T>>> {
-                let vjp = maps.lock().ok().and_then(|mut m| m.take());
-                let vjp = vjp.ok_or_else(|| Error::invalid("conditions", "linearized twice"))?;
-                Ok(VjpMaps::new(vjp).with_structure(structure))
-            };
-            let f = ImplicitFunction::<T, (), (), _, _>::from_conditions(linearize)
-                .with_linear_solver(self.f.options.clone());
-            let x_bar = f.linearize_at(&x, y, &(), &())?.vjp(&y_bar)?;
-            x_bar
-                .into_iter()
-                .map(|g| be.from_host(g))
-                .collect::<Result<_>>()?
-        } else {
-            let maps = DeviceMaps {
-                vjp,
-                structure: self.f.structure,
-            };
-            device::pullback(&be, &maps, &y_bar, &self.f.options)?.0
+            Ok(VjpMaps::new(vjp).with_structure(structure))
         };
-        let flat: Vec<Tensor> = x_bar
-            .iter()
-            .map(|t| t.flatten_all())
-            .collect::<candle_core::Result<_>>()
-            .map_err(from_candle)?;
+        let device = || -> Result<DeviceMaps<T>> {
+            let vjp = self.graph::<T>()?;
+            Ok(DeviceMaps { vjp, structure })
+        };
+        let x: Vec<&Tensor> = self.x.iter().collect();
+        let options = &self.f.options;
+        let x_bar = device::engine_pullback(&be, &x, &y, &y_bar, options, host, device)?;
+        let flat: Vec<Tensor> = x_bar.iter().map(flat).collect::<Result<_>>()?;
         Tensor::cat(&flat, 0).map_err(from_candle)
-    }
-}
-
-impl CustomOp1 for DeviceNode {
-    fn name(&self) -> &'static str {
-        "adrules-implicit-device"
-    }
-
-    fn cpu_fwd(&self, s: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        self.fwd(s)
-    }
-    fn cuda_fwd(&self, s: &CudaStorage, _: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
-        self.fwd(s)
-    }
-    fn metal_fwd(
-        &self,
-        s: &MetalStorage,
-        _: &Layout,
-    ) -> candle_core::Result<(MetalStorage, Shape)> {
-        self.fwd(s)
-    }
-
-    fn bwd(
-        &self,
-        _x: &Tensor,
-        _res: &Tensor,
-        y_bar: &Tensor,
-    ) -> candle_core::Result<Option<Tensor>> {
-        let x_bar = match self.y.dtype() {
-            candle_core::DType::F64 => self.pullback::<f64>(y_bar),
-            _ => self.pullback::<f32>(y_bar),
-        };
-        x_bar.map(Some).map_err(to_candle)
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use adrules_burn::burn_tensor::{DType as BurnDType, Device, Tensor, TensorData};
 use adrules_burn::{Implicit, take_backward_errors, try_backward};
-use adrules_core::implicit::{AUTO_DENSE_LIMIT, Method, SolverOptions};
+use adrules_core::implicit::{AUTO_DENSE_LIMIT, Method, SolverOptions, Structure};
 use adrules_core::{DType, Error, Result};
 use adrules_testing::Rng;
 
@@ -133,6 +133,79 @@ fn gradient_matches_unrolled_burn_autodiff_and_finite_differences() {
         );
     }
     assert!(take_backward_errors().is_empty());
+}
+
+/// `S·v` for `S` flattened `[N·N]` and `v: [N]`.
+fn matvec(s: &Tensor<1>, v: &Tensor<1>) -> Tensor<1> {
+    let wy = s.clone().reshape([N, N]).matmul(v.clone().reshape([N, 1]));
+    wy.reshape([N])
+}
+
+/// `c(S, b, y) = S·y − b` with a symmetric positive definite `S` (an input), solved by
+/// Richardson's iteration; `S = MᵀM + N·I`, flattened.
+fn definite_system(structure: Structure, method: Method) -> (Implicit, Vec<f64>) {
+    let m: Vec<f64> = (0..N * N)
+        .map(|i| ((i * 29 + 3) % 17) as f64 / 17.0 - 0.5)
+        .collect();
+    let s: Vec<f64> = (0..N * N)
+        .map(|ij| {
+            let (i, j) = (ij / N, ij % N);
+            let mtm: f64 = (0..N).map(|k| m[k * N + i] * m[k * N + j]).sum();
+            mtm + if i == j { N as f64 } else { 0.0 }
+        })
+        .collect();
+    // eigenvalues of S lie in (0, max row sum]: the step 1/max row sum contracts
+    let row_max = (0..N)
+        .map(|i| (0..N).map(|j| s[i * N + j].abs()).sum::<f64>())
+        .fold(0.0, f64::max);
+    let solve = move |x: &[Tensor<1>]| -> Result<Tensor<1>> {
+        let (s, b) = (&x[0], &x[1]);
+        let mut y = b.zeros_like();
+        for _ in 0..400 {
+            y = y.clone() + (b.clone() - matvec(s, &y)) / row_max;
+        }
+        Ok(y)
+    };
+    let f = Implicit::new(solve, |x, y| matvec(&x[0], y) - x[1].clone())
+        .with_linear_solver(SolverOptions::from(method))
+        .with_structure(structure);
+    (f, s)
+}
+
+#[test]
+fn a_positive_definite_tag_runs_cholesky_and_cg() {
+    // L = ⟨t, y⟩ with y = S⁻¹·b: b̄ = S⁻¹·t and S̄ = −b̄·yᵀ, checked without a solver as
+    // S·b̄ = t and S̄ + b̄·yᵀ = 0.
+    let device = Device::flex().autodiff();
+    let b0: Vec<f64> = (0..N).map(|i| (i as f64 - 2.0) / 2.0).collect();
+    let t: Vec<f64> = (0..N).map(|i| (i as f64).cos()).collect();
+    for method in [Method::Auto, Method::Cholesky, Method::Cg] {
+        let (f, s0) = definite_system(Structure::PositiveDefinite, method);
+        let s = data(s0.clone(), &device).require_grad();
+        let b = data(b0.clone(), &device).require_grad();
+        let y = f.apply([(&s).into(), (&b).into()]).unwrap();
+        let grads = try_backward(&(y.clone() * data(t.clone(), &device)).sum()).unwrap();
+        let (s_bar, b_bar) = (s.grad(&grads).unwrap(), b.grad(&grads).unwrap());
+        let plain = Device::flex();
+        let sb = values(matvec(&data(s0.clone(), &plain), &b_bar.clone()));
+        assert_close(&sb, &t, 1e-10, &format!("{method:?}: S·b̄"));
+        let (y, b_bar, s_bar) = (values(y), values(b_bar), values(s_bar));
+        let outer: Vec<f64> = (0..N * N).map(|ij| -b_bar[ij / N] * y[ij % N]).collect();
+        assert_close(&s_bar, &outer, 1e-10, &format!("{method:?}: S̄"));
+    }
+    // CG needs the tag: without it the backward pass reports the solver's refusal
+    let (f, s0) = definite_system(Structure::General, Method::Cg);
+    let s = data(s0, &device).require_grad();
+    let y = f
+        .apply([(&s).into(), data(b0, &device).require_grad().into()])
+        .unwrap();
+    let Err(e) = try_backward(&y.sum()) else {
+        panic!("CG without a definite tag returned gradients")
+    };
+    assert!(
+        matches!(&e, Error::InvalidArgument { arg, .. } if arg == "method"),
+        "{e}"
+    );
 }
 
 #[test]

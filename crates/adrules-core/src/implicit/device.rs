@@ -35,11 +35,14 @@
 //! ([`Method::Lu`], [`Method::Cholesky`]) are not backend primitives and stay on the host.
 
 use std::marker::PhantomData;
+use std::sync::Mutex;
 
 use super::ImplicitScalar;
 use super::cg::{CgLimits, cg};
+use super::conditions::Point;
+use super::function::ImplicitFunction;
 use super::gmres::{GmresLimits, gmres};
-use super::maps::Structure;
+use super::maps::{LinearMaps, Structure};
 use super::solver::{Method, SolveStats, SolverOptions};
 use super::space::KrylovSpace;
 use crate::backend::Backend;
@@ -466,4 +469,61 @@ pub fn runs_on_host(options: &SolverOptions, m: usize) -> bool {
         Method::Auto => m <= super::AUTO_DENSE_LIMIT,
         Method::Gmres | Method::Cg => false,
     }
+}
+
+/// The implicit pullback of an engine's implicit op, where [`runs_on_host`] puts it: the one
+/// dispatch the adapters' implicit ops share (candle's and burn's `Implicit`).
+///
+/// `x` are the inputs (any shapes), `y` the solution and `y_bar` its cotangent, both of shape
+/// `[m]`, every tensor of `be` in the dtype of `T`; the result is `x̄`, one cotangent per input
+/// in its shape, tensors of `be`.
+/// - **On the host** (a dense solver: [`Method::Lu`], [`Method::Cholesky`], [`Method::Auto`]
+///   with `m ≤` [`AUTO_DENSE_LIMIT`](super::AUTO_DENSE_LIMIT)): `x`, `y` and `ȳ` are copied
+///   to the host once, the conditions are the linear maps `host` returns (typically the
+///   [`VjpMaps`](super::VjpMaps) of the engine's VJP, whose `m` VJPs assemble `A` for the
+///   factorization), the host implicit pullback runs
+///   ([`ImplicitFunction::linearize_at`], then
+///   [`Linearization::vjp`](super::Linearization::vjp)), and `x̄` is copied back.
+/// - **On the device** (matrix-free: GMRES, CG): [`pullback`] over the maps `device` returns.
+///
+/// Only the source the dispatch picks is built.
+///
+/// # Errors
+/// Those of `host` or `device`; of the host copies; of
+/// [`ImplicitFunction::linearize_at`] and [`Linearization::vjp`](super::Linearization::vjp)
+/// (the dense solver's); of [`pullback`].
+pub fn engine_pullback<B, T, H, D>(
+    be: &B,
+    x: &[&B::Tensor],
+    y: &B::Tensor,
+    y_bar: &B::Tensor,
+    options: &SolverOptions,
+    host: impl FnOnce() -> Result<H>,
+    device: impl FnOnce() -> Result<D>,
+) -> Result<Vec<B::Tensor>>
+where
+    B: Backend,
+    T: ImplicitScalar,
+    H: LinearMaps<T> + 'static,
+    D: AdjointMaps<B>,
+{
+    let m = be.dims(y).iter().product();
+    if !runs_on_host(options, m) {
+        return Ok(pullback(be, &device()?, y_bar, options)?.0);
+    }
+    let xh = x
+        .iter()
+        .map(|t| be.to_host(t))
+        .collect::<Result<Vec<_>>>()?;
+    let (yh, y_bar_h) = (be.to_host(y)?, be.to_host(y_bar)?);
+    // the maps are built once, here; `linearize_at` asks for them once
+    let maps = Mutex::new(Some(host()?));
+    let linearize = move |_: &Point<'_, (), ()>| -> Result<H> {
+        let taken = maps.lock().ok().and_then(|mut m| m.take());
+        taken.ok_or_else(|| Error::invalid("conditions", "linearized twice"))
+    };
+    let f = ImplicitFunction::<T, (), (), _, _>::from_conditions(linearize)
+        .with_linear_solver(options.clone());
+    let x_bar = f.linearize_at(&xh, yh, &(), &())?.vjp(&y_bar_h)?;
+    x_bar.into_iter().map(|g| be.from_host(g)).collect()
 }

@@ -39,7 +39,8 @@
 //!   rules, [`FnMaps::with_second_order`] takes them as a closure).
 //! - [`device`]: the matrix-free adjoint solve and pullback on a [`Backend`](crate::Backend)'s
 //!   tensors ([`device::AdjointMaps`], [`device::solve_adjoint`], [`device::pullback`]):
-//!   GMRES and CG whose vectors stay on the engine's device, only scalars read back.
+//!   GMRES and CG whose vectors stay on the engine's device, only scalars read back; and
+//!   [`device::engine_pullback`], the host-or-device dispatch of the adapters' implicit ops.
 //!
 //! # Example
 //! `y = √x` elementwise, defined by `c = y⊙y − x` (`A = diag(2y)`, `B = −I`):

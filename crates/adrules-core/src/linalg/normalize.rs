@@ -164,9 +164,10 @@ impl<B: Backend> NormalizePullback<B> {
     /// # Errors
     /// [`Error::ShapeMismatch`] or [`Error::DTypeMismatch`] naming `"unit_bar"` when `x̂̄`'s
     /// shape differs from x's or its dtype does not promote to x's;
-    /// [`Error::InvalidArgument`] naming `"norm_bar"` when `n̄` is not finite;
-    /// [`Error::NonFinite`] naming `"x_bar"` when `x̄` is beyond the dtype's range although
-    /// `x̂̄` is finite (a tiny `‖x‖`: `x̄` grows as `1/‖x‖`). A NaN or ∞ in `x̂̄` propagates.
+    /// [`Error::InvalidArgument`] naming `"norm_bar"` when `n̄` is not finite, naming
+    /// `"unit_bar"` when `x̂̄` has a NaN or ∞ entry (refused, as by the decompositions: the
+    /// [`crate::finite`] policy of [`crate::linalg`]); [`Error::NonFinite`] naming `"x_bar"`
+    /// when `x̄` is beyond the dtype's range (a tiny `‖x‖`: `x̄` grows as `1/‖x‖`).
     pub fn pullback(&self, unit_bar: Option<&B::Tensor>, norm_bar: f64) -> Result<B::Tensor> {
         if !norm_bar.is_finite() {
             return Err(Error::invalid(
@@ -176,6 +177,7 @@ impl<B: Backend> NormalizePullback<B> {
         }
         if let Some(w) = unit_bar {
             check::like(&self.be, "unit_bar", w, &self.dims, self.dtype)?;
+            self.finite_arg("unit_bar", w)?;
         }
         let x_bar = if self.reciprocal_in_range() {
             let mut x_bar = self.be.zeros(&self.dims, self.dtype)?;
@@ -203,6 +205,14 @@ impl<B: Backend> NormalizePullback<B> {
         let inputs: Vec<&B::Tensor> = unit_bar.into_iter().collect();
         crate::finite::check(&self.be, || "x_bar".into(), &x_bar, &inputs)?;
         Ok(x_bar)
+    }
+
+    /// [`Error::InvalidArgument`] naming `arg` when `t` has a NaN or ∞ entry.
+    fn finite_arg(&self, arg: &str, t: &B::Tensor) -> Result<()> {
+        if self.be.all_finite(t)? {
+            return Ok(());
+        }
+        Err(Error::invalid(arg, "has a NaN or infinite entry"))
     }
 
     /// `1/‖x‖` is a finite number of x's dtype, below the square root of its largest value
@@ -234,11 +244,12 @@ impl<B: Backend> NormalizePullback<B> {
     ///
     /// # Errors
     /// [`Error::ShapeMismatch`] or [`Error::DTypeMismatch`] naming `"x_dot"` when ẋ's shape
-    /// differs from x's or its dtype does not promote to x's; [`Error::NonFinite`] naming
-    /// `"unit_dot"` when the tangent is beyond the dtype's range although ẋ is finite. A NaN
-    /// or ∞ in ẋ propagates.
+    /// differs from x's or its dtype does not promote to x's; [`Error::InvalidArgument`]
+    /// naming `"x_dot"` when ẋ has a NaN or ∞ entry (refused, as by the decompositions);
+    /// [`Error::NonFinite`] naming `"unit_dot"` when the tangent is beyond the dtype's range.
     pub fn tangent(&self, x_dot: &B::Tensor) -> Result<(B::Tensor, f64)> {
         check::like(&self.be, "x_dot", x_dot, &self.dims, self.dtype)?;
+        self.finite_arg("x_dot", x_dot)?;
         let norm_dot = self.be.inner(&self.unit, x_dot)?.re();
         let unit_dot = if self.reciprocal_in_range() {
             let mut unit_dot = self.be.zeros(&self.dims, self.dtype)?;

@@ -231,4 +231,17 @@ fn bad_input_gets_typed_errors() {
         pullback.pullback(None, f64::NAN),
         Err(Error::InvalidArgument { arg, .. }) if arg == "norm_bar"
     ));
+    // a NaN or ∞ cotangent or tangent is refused, as the decompositions refuse theirs
+    let with_nan = HostTensor::from_vec(&[4], vec![0.5f64, -1.0, f64::NAN, 2.0]).unwrap();
+    let with_inf = HostTensor::from_vec(&[4], vec![f64::NEG_INFINITY, 1.0, 0.0, 3.0]).unwrap();
+    for bad in [dev(&with_nan), dev(&with_inf)] {
+        assert!(matches!(
+            pullback.pullback(Some(&bad), 0.0),
+            Err(Error::InvalidArgument { arg, .. }) if arg == "unit_bar"
+        ));
+        assert!(matches!(
+            pullback.tangent(&bad),
+            Err(Error::InvalidArgument { arg, .. }) if arg == "x_dot"
+        ));
+    }
 }

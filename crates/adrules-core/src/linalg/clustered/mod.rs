@@ -36,7 +36,10 @@ pub struct ClusterOptions {
     pub cutoff: f64,
     /// Cluster threshold `δ` in `[0, 1)`: with the eigenvalues sorted by `|λ|` descending, a
     /// new cluster starts at a sign change of `λ` or where `|λ|` drops by more than
-    /// `δ·|λ_prev|` from the previous eigenvalue `λ_prev`.
+    /// `δ·|λ_prev|` from the previous eigenvalue `λ_prev`. Take `δ` above the rounding
+    /// level of the eigenvalues (`δ = 0` splits at any drop, so a degenerate pair that
+    /// rounding separates becomes two clusters whose basis is arbitrary within the pair; the
+    /// pullback then refuses it with [`Error::GaugeIllDefined`]).
     pub delta: f64,
     /// The phase reference `r: [n]` (any dtype that converts to `A`'s: a real `r` for any
     /// `A`, a complex one for complex `A`): each column `w` of the basis is multiplied by the
@@ -189,10 +192,11 @@ struct Factors<T: ImplicitScalar> {
 /// [`Error::RankMismatch`], [`Error::ShapeMismatch`] for a non-square `A`, a `G` that is
 /// not `[n, n]` or an `r` that is not `[n]`; [`Error::InvalidArgument`] for a non-finite
 /// entry, an `A` or `G` that is not Hermitian (to `√ε·max|·|`), invalid options, no
-/// eigenvalue above the cutoff, a leading cluster larger than `keep` (nothing would be kept)
-/// or batch items that keep different counts `k`; [`Error::DTypeMismatch`] for a complex
-/// `G` or `r` with real `A`; [`Error::GaugeIllDefined`] for degenerate `μ` in a kept
-/// cluster (`|μ_p − μ_q| ≤ 16·√n·ε·max|G|`) or a column with `|rᴴw| ≤ n·ε·‖r‖`.
+/// eigenvalue above the cutoff (an empty `A`, `n = 0`, has none), a leading cluster larger
+/// than `keep` (nothing would be kept) or batch items that keep different counts `k`;
+/// [`Error::DTypeMismatch`] for a complex `G` or `r` with real `A`;
+/// [`Error::GaugeIllDefined`] for degenerate `μ` in a kept cluster
+/// (`|μ_p − μ_q| ≤ 16·√n·ε·max|G|`) or a column with `|rᴴw| ≤ n·ε·‖r‖`.
 pub fn eigh_clustered<B: Backend>(
     be: &B,
     a: &B::Tensor,

@@ -467,6 +467,14 @@ fn bad_input_gets_typed_errors() {
         }
     });
     inv(call(&a, &g_inf, &opts), "g");
+    // an empty A has no eigenvalue to keep
+    let empty = HostTensor::from_vec(&[0, 0], Vec::<f64>::new()).unwrap();
+    let g0 = HostTensor::from_vec(&[0, 0], Vec::<f64>::new()).unwrap();
+    let got = call(&empty, &g0, &ClusterOptions::new(6, 1e-3));
+    assert!(
+        matches!(&got, Err(Error::InvalidArgument { .. })),
+        "{got:?}"
+    );
     // options
     inv(
         call(
