@@ -109,6 +109,7 @@ impl Implicit {
     /// [`Method::Auto`] pick CG (matrix-free) or Cholesky (dense), and is what [`Method::Cg`]
     /// needs; the default is [`Structure::General`].
     ///
+    /// [`Method::Auto`]: adrules_core::implicit::Method::Auto
     /// [`Method::Cg`]: adrules_core::implicit::Method::Cg
     pub fn with_structure(mut self, structure: Structure) -> Self {
         self.structure = structure;

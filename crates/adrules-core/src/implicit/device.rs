@@ -30,7 +30,7 @@
 //!
 //! # Why not the host path
 //! The host solvers ([`SolverOptions`] as a [`LinearSolver`](super::LinearSolver) over
-//! [`LinearMaps`](super::LinearMaps)) copy every vector to and from the host at every product;
+//! [`LinearMaps`]) copy every vector to and from the host at every product;
 //! on a GPU that is a transfer of `O(m)` data per iteration. Dense factorizations
 //! ([`Method::Lu`], [`Method::Cholesky`]) are not backend primitives and stay on the host.
 
@@ -129,7 +129,7 @@ pub trait AdjointMaps<B: Backend> {
 /// - [`Error::InvalidArgument`]: invalid options (`"ridge"` not finite, `"tolerance"` not
 ///   positive and finite, `"restart"` 0, as [`SolverOptions`]' `factorize`); `"method"`
 ///   [`Method::Lu`] or [`Method::Cholesky`] (dense factorizations run on the host: use the
-///   host [`ImplicitFunction`](super::ImplicitFunction) path), or CG without a definite tag;
+///   host [`ImplicitFunction`] path), or CG without a definite tag;
 ///   `"right-hand side"` with a non-finite entry; `"A = ∂c/∂y"` when a product of the map has
 ///   a non-finite entry. Non-finite entries are detected through the inner products (a NaN
 ///   or infinite entry makes them non-finite; so does a squared norm that overflows).
