@@ -240,7 +240,7 @@ fn pack<B: Backend>(
     factors: Vec<BurnTensor<B>>,
     len: usize,
 ) -> BurnTensor<B> {
-    let flat: Vec<_> = factors
+    let mut flat: Vec<_> = factors
         .into_iter()
         .filter(|t| t.dims().iter().product::<usize>() > 0)
         .map(|t| {
@@ -250,7 +250,7 @@ fn pack<B: Backend>(
         .collect();
     let packed = match flat.len() {
         0 => B::float_zeros(shape_of(&[0]), be.device(), float_dtype(dtype)),
-        1 => flat.into_iter().next().expect("one factor"),
+        1 => flat.remove(0),
         _ => B::float_cat(flat, 0),
     };
     BurnTensor::logical(packed, &[len])
