@@ -125,7 +125,9 @@ impl Implicit {
     /// ([`Error::DTypeMismatch`]), a `y` on another device ([`Error::DeviceMismatch`]), and
     /// whatever the solver reports.
     /// In backward (see [`crate::try_backward`] and [`crate::take_backward_errors`]): the
-    /// conditions returning a wrong number of values, and the linear solver's failures.
+    /// conditions returning a wrong number of values ([`Error::ShapeMismatch`]) or another
+    /// dtype than `y`'s ([`Error::DTypeMismatch`]), both naming `"conditions c(x, y)"`, and
+    /// the linear solver's failures.
     pub fn apply<const N: usize>(&self, x: [Operand; N]) -> Result<Tensor<1>> {
         run(self.clone(), x)
     }
@@ -260,9 +262,12 @@ impl Conditions {
         let y = leaf(&self.y, grad_y);
         let c = (self.c)(&x, &y);
         let m = self.num_unknowns();
+        let arg = "conditions c(x, y)";
         if c.dims() != [m] {
-            return Err(Error::shape("conditions c(x, y)", &[m], &c.dims()));
+            return Err(Error::shape(arg, &[m], &c.dims()));
         }
+        let want = check_dtype("y", self.y.dtype())?;
+        same_dtype(arg.into(), check_dtype(arg, c.dtype())?, want)?;
         Ok((x, y, c))
     }
 

@@ -332,6 +332,26 @@ fn is_conditions_shape_error(e: &Error) -> bool {
 }
 
 #[test]
+fn conditions_of_another_dtype_are_a_typed_error_on_every_path() {
+    // f32 conditions for an f64 solution: refused before the engine mixes the two dtypes
+    // (the matrix-free path multiplied c by an f64 vector, which burn's kernels assert on)
+    for method in [Method::Lu, Method::Gmres, Method::Cg] {
+        let f = Implicit::new(|x| Ok(x[0].clone()), |_, y| y.clone().cast(BurnDType::F32))
+            .with_linear_solver(SolverOptions::from(method))
+            .with_structure(Structure::PositiveDefinite);
+        let b = data(vec![1.0; 4], &Device::flex().autodiff()).require_grad();
+        let y = f.apply([(&b).into()]).unwrap();
+        let Err(e) = try_backward(&y.sum()) else {
+            panic!("{method:?}: conditions of another dtype returned gradients")
+        };
+        assert!(
+            matches!(&e, Error::DTypeMismatch { arg, .. } if arg == "conditions c(x, y)"),
+            "{method:?}: {e}"
+        );
+    }
+}
+
+#[test]
 fn try_backward_returns_the_typed_error_of_a_failing_backward_pass() {
     let (_, y) = failing_in_backward();
     let Err(e) = try_backward(&y.sum()) else {
