@@ -120,7 +120,8 @@ impl Implicit {
     /// pullback is the implicit pullback; nothing about the solver is recorded.
     ///
     /// # Errors
-    /// Before anything is recorded: those of the routing (see [`crate::apply`]), a dtype
+    /// Before anything is recorded: [`Error::InvalidArgument`] (`"x"`) for no input; those
+    /// of the routing (see [`crate::apply`]), a dtype
     /// other than the inputs' common f32/f64 or a non-rank-1 `y` from the solver
     /// ([`Error::DTypeMismatch`]), a `y` on another device ([`Error::DeviceMismatch`]), and
     /// whatever the solver reports.
@@ -129,6 +130,10 @@ impl Implicit {
     /// dtype than `y`'s ([`Error::DTypeMismatch`]), both naming `"conditions c(x, y)"`, and
     /// the linear solver's failures.
     pub fn apply<const N: usize>(&self, x: [Operand; N]) -> Result<Tensor<1>> {
+        if N == 0 {
+            let why = "an implicit function needs at least one input";
+            return Err(Error::invalid("x", why));
+        }
         run(self.clone(), x)
     }
 }

@@ -225,6 +225,12 @@ fn solver_errors_are_returned_before_recording() {
     let f32_solution = Implicit::new(|x| Ok(x[0].clone().cast(BurnDType::F32)), |_, y| y.clone());
     let e = f32_solution.apply([(&b).into()]).unwrap_err();
     assert!(matches!(e, Error::DTypeMismatch { .. }), "{e}");
+
+    let e = f32_solution.apply([]).unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument { arg, .. } if arg == "x"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -144,7 +144,7 @@ impl RuleOptions {
         if !(self.broadening.is_finite() && self.broadening >= 0.0) {
             return Err(Error::invalid(
                 "broadening",
-                format!("must be finite and ≥ 0, got {}", self.broadening),
+                format!("must be finite and ≥ 0, got {:?}", self.broadening),
             ));
         }
         if let Some(r) = self.degeneracy_rtol
@@ -152,7 +152,7 @@ impl RuleOptions {
         {
             return Err(Error::invalid(
                 "degeneracy_rtol",
-                format!("must be finite and ≥ 0, got {r}"),
+                format!("must be finite and ≥ 0, got {r:?}"),
             ));
         }
         Ok(())

@@ -172,7 +172,7 @@ impl<B: Backend> NormalizePullback<B> {
         if !norm_bar.is_finite() {
             return Err(Error::invalid(
                 "norm_bar",
-                format!("must be finite, got {norm_bar}"),
+                format!("must be finite, got {norm_bar:?}"),
             ));
         }
         if let Some(w) = unit_bar {

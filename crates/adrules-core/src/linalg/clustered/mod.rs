@@ -79,7 +79,10 @@ impl ClusterOptions {
         }
         for (name, x) in [("cutoff", self.cutoff), ("delta", self.delta)] {
             if !(x.is_finite() && (0.0..1.0).contains(&x)) {
-                return Err(Error::invalid(name, format!("must be in [0, 1), got {x}")));
+                return Err(Error::invalid(
+                    name,
+                    format!("must be in [0, 1), got {x:?}"),
+                ));
             }
         }
         Ok(())

@@ -70,7 +70,7 @@ impl Truncation {
         if !(self.rtol.is_finite() && self.rtol >= 0.0) {
             return Err(Error::invalid(
                 "truncation.rtol",
-                format!("must be finite and ≥ 0, got {}", self.rtol),
+                format!("must be finite and ≥ 0, got {:?}", self.rtol),
             ));
         }
         Ok(())

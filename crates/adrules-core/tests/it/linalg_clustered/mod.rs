@@ -498,6 +498,18 @@ fn bad_input_gets_typed_errors() {
         ),
         "delta",
     );
+    // the refused value is printed in its shortest form, not as 300 decimals
+    let tiny = ClusterOptions {
+        delta: -1e-300,
+        ..opts.clone()
+    };
+    match call(&a, &g, &tiny) {
+        Err(Error::InvalidArgument { arg, reason }) => {
+            assert_eq!(arg, "delta");
+            assert!(reason.ends_with("got -1e-300"), "{reason}");
+        }
+        other => panic!("delta = -1e-300: {other:?}"),
+    }
     inv(
         call(
             &a,
