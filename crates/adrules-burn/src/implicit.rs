@@ -342,7 +342,6 @@ impl<B: Backend> device::AdjointMaps<BurnBackend<B>> for DeviceMaps<B> {
 
 /// [`Conditions`] seen from the host, for the dense solvers: the values of `c` and one VJP
 /// of a host vector (copied to the device and back).
-#[derive(Clone)]
 struct HostPoint<T> {
     point: Conditions,
     /// `c(x, y)` at the point
