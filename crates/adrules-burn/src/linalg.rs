@@ -15,15 +15,16 @@
 //! [`apply`](crate::apply): Flex, NdArray, cubecl). The factorisation runs once, with the
 //! core's `*_rrule` over [`BurnBackend`] on the inner (non-autodiff) backend (faer on the
 //! host: the matrix is copied there and the factors back), together with the core's
-//! pullback. The op is then **one** node of burn's graph over `A` (the crate's node
-//! machinery, one parent) whose output is the factors packed into one vector (a burn op has
-//! one output) and whose saved state is the core's pullback ([`FactorsPullback`], with the
-//! [`Packing`] of the factors). Each factor is a `slice` + `reshape` of the packed output
-//! with burn's own differentiable ops, so burn's backward gives the node the packed
-//! cotangent (zeros for a factor the loss does not use, sums for one used several times),
-//! which it splits and hands to the pullback. Nothing is recomputed in backward, and `A` is
-//! not kept (the pullback keeps the factors on the host). A constant `A` (no
-//! `require_grad`) records no node: its factors are plain slices of the packed values.
+//! pullback. A burn op has one output, so the factors are attached as the core's
+//! [`FactorsNode`] scheme says, with the crate's node machinery: one node over `A` whose
+//! output is a vector of zeros, one per factor, and whose saved state is the core's node
+//! (holding the pullback, [`FactorsPullback`]); and per factor one node over that vector
+//! whose output is the factor. burn's backward hands each factor's node its cotangent
+//! (summed when the factor is used several times), which it deposits with the core's node,
+//! and then the node over `A` the tickets of the deposits, from which it runs the pullback
+//! once (no cotangent for a factor the loss does not use). Nothing is recomputed in
+//! backward, and `A` is not kept (the pullback keeps the factors on the host). A constant
+//! `A` (no `require_grad`) records no node: its factors are plain tensors.
 //!
 //! # Shapes and dtypes
 //! `A: [batch…, m, n]`, rank `D ≥ 2`, f32 or f64 (burn has no complex dtype), `k = min(m, n)`.
@@ -49,19 +50,19 @@
 //! ([`try_backward`](crate::try_backward), [`take_backward_errors`](crate::take_backward_errors)),
 //! never a silent number.
 
-use std::ops::Range;
-use std::sync::{Arc, OnceLock};
+use std::any::Any;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use adrules_core::linalg::{
-    ClusterInfo, ClusterOptions, FactorsPullback, Packing, QrMode, RuleOptions, SvdMode,
+    ClusterInfo, ClusterOptions, FactorsNode, FactorsPullback, QrMode, RuleOptions, SvdMode,
     Truncation, eigh_clustered_rrule, eigh_rrule, qr_rrule, svd_rrule, svd_truncated_rrule,
 };
-use adrules_core::{Backend as _, Error, HostData, HostTensor, Result};
-use burn_backend::{Backend, Slice};
+use adrules_core::{Backend as _, DType, Error, HostData, HostTensor, Result};
+use burn_backend::Backend;
 use burn_tensor::{Tensor, TensorData};
 
 use crate::backend::BurnBackend;
-use crate::convert::{engine_error, float_dtype, shape_of, unsupported};
+use crate::convert::{engine_error, unsupported};
 use crate::handle::BurnTensor;
 use crate::node::{At, Cotangents, Rule};
 use crate::tensor::run;
@@ -133,37 +134,40 @@ enum Which {
     Clustered(Arc<(HostTensor, ClusterOptions, RuleOptions)>),
 }
 
-/// What the primal found out besides the packed factors, for the caller of [`run`] (which
-/// returns the packed tensor only): where the factors lie, for a truncated SVD the rank
-/// kept (which depends on the data), for the clustered eigh its non-differentiable outputs.
+/// What the primal found out besides the factors, for the caller of [`run`] (which returns
+/// the node's output only): the factors' shapes, for a truncated SVD the rank kept (which
+/// depends on the data), for the clustered eigh its non-differentiable outputs.
 #[derive(Clone, Debug)]
 struct Layout {
-    packing: Packing,
+    shapes: Vec<Vec<usize>>,
     rank: usize,
     /// the clustered eigh's kept eigenvalues (host) and diagnostics
     clusters: Option<(HostTensor, Vec<ClusterInfo>)>,
 }
 
-/// One decomposition of `A` as a node [`Rule`] with one input (see the module docs).
+/// The core's node of a decomposition on the burn backend `B`.
+type Node<B> = Arc<FactorsNode<BurnBackend<B>>>;
+
+/// What the node's primal leaves for the selectors' primals, which run right after it on
+/// the same backend `B`: `(Vec<BurnTensor<B>>, Node<B>)`, the factors and the core's node
+/// (type-erased: a [`Rule`]'s primal is generic over the backend).
+type Stash = Arc<Mutex<Option<Box<dyn Any + Send>>>>;
+
+/// One decomposition of `A` as the node [`Rule`] of the core's [`FactorsNode`] scheme, with
+/// one input (see the module docs).
 #[derive(Clone, Debug)]
 struct Decompose {
     which: Which,
     /// set by [`Rule::primal`], which runs once per call (the node is compute bound: burn
     /// never recomputes it)
     layout: Arc<OnceLock<Layout>>,
-}
-
-/// The packed factors' pullback and packing, kept by the node until backward.
-#[derive(Clone, Debug)]
-struct Attached<B: Backend> {
-    packing: Packing,
-    pullback: FactorsPullback<BurnBackend<B>>,
+    stash: Stash,
 }
 
 impl Rule for Decompose {
-    type Saved<B: Backend> = Attached<B>;
+    type Saved<B: Backend> = Node<B>;
 
-    fn primal<B: Backend>(&self, at: &At<'_, B>) -> Result<(BurnTensor<B>, Attached<B>)> {
+    fn primal<B: Backend>(&self, at: &At<'_, B>) -> Result<(BurnTensor<B>, Node<B>)> {
         let (be, a) = (at.be, &at.x[0]);
         let mut clusters = None;
         let (factors, rank, pullback) = match &self.which {
@@ -194,89 +198,110 @@ impl Rule for Decompose {
                 (vec![f.basis, f.corner], 0, pb)
             }
         };
-        let packing = Packing::of(be, &factors);
-        let packed = pack(be, be.dtype(a), factors, packing.len());
         let layout = Layout {
-            packing: packing.clone(),
+            shapes: factors.iter().map(|t| t.dims().to_vec()).collect(),
             rank,
             clusters,
         };
         // a second primal (none happens) would compute the same layout
         let _ = self.layout.set(layout);
-        Ok((packed, Attached { packing, pullback }))
+        let node = Arc::new(FactorsNode::new(pullback));
+        let zeros = be.zeros(&[factors.len()], be.dtype(a))?;
+        let stash: Box<dyn Any + Send> = Box::new((factors, node.clone()));
+        *self.stash.lock().unwrap_or_else(PoisonError::into_inner) = Some(stash);
+        Ok((zeros, node))
     }
 
     fn pullback<B: Backend>(
         &self,
         at: &At<'_, B>,
-        saved: &Attached<B>,
-        c_bar: &BurnTensor<B>,
+        node: &Node<B>,
+        node_bar: &BurnTensor<B>,
     ) -> Cotangents<B> {
-        let dtype = at.be.dtype(c_bar);
-        let piece = |(r, dims): (Range<usize>, &[usize])| {
-            if r.is_empty() {
-                return at.be.zeros(dims, dtype);
-            }
-            let p = B::float_slice(c_bar.primitive().clone(), &[Slice::from(r)]);
-            Ok(BurnTensor::logical(
-                B::float_reshape(p, shape_of(dims)),
-                dims,
-            ))
-        };
-        let cot = saved
-            .packing
-            .pieces()
-            .map(piece)
-            .collect::<Result<Vec<_>>>()?;
-        let a_bar = saved.pullback.pullback(&cot)?;
+        let tickets = at.be.to_host(node_bar)?.to_dtype_projected(DType::F64);
+        let a_bar = node.pullback(tickets.as_slice::<f64>()?)?;
         Ok(vec![at.active[0].then_some(a_bar)])
     }
 }
 
-/// The factors flattened and concatenated into one vector of `len` elements.
-fn pack<B: Backend>(
-    be: &BurnBackend<B>,
-    dtype: adrules_core::DType,
-    factors: Vec<BurnTensor<B>>,
-    len: usize,
-) -> BurnTensor<B> {
-    let mut flat: Vec<_> = factors
-        .into_iter()
-        .filter(|t| t.dims().iter().product::<usize>() > 0)
-        .map(|t| {
-            let n = t.dims().iter().product::<usize>();
-            B::float_reshape(t.into_primitive(), shape_of(&[n]))
-        })
-        .collect();
-    let packed = match flat.len() {
-        0 => B::float_zeros(shape_of(&[0]), be.device(), float_dtype(dtype)),
-        1 => flat.remove(0),
-        _ => B::float_cat(flat, 0),
-    };
-    BurnTensor::logical(packed, &[len])
+/// The selector [`Rule`] of factor `index` in the core's [`FactorsNode`] scheme, over the
+/// node's output: its output is the factor, with the shape `dims` of the user-facing
+/// tensor (`factor` in the core's shape).
+#[derive(Clone, Debug)]
+struct Select {
+    index: usize,
+    dims: Vec<usize>,
+    factor: Vec<usize>,
+    stash: Stash,
 }
 
-/// Runs `which` on `a` as one node and returns its `N` factors as rank-`D` tensors
-/// (slices + reshapes of the packed output) and what else the primal found out (the rank
+impl Rule for Select {
+    type Saved<B: Backend> = Node<B>;
+
+    fn primal<B: Backend>(&self, _: &At<'_, B>) -> Result<(BurnTensor<B>, Node<B>)> {
+        let stash = self.stash.lock().unwrap_or_else(PoisonError::into_inner);
+        let (factors, node) = stash
+            .as_ref()
+            .and_then(|s| s.downcast_ref::<(Vec<BurnTensor<B>>, Node<B>)>())
+            .ok_or_else(|| engine_error("the decomposition's factors were not recorded"))?;
+        let factor = factors
+            .get(self.index)
+            .ok_or_else(|| engine_error(format!("no factor {}", self.index)))?;
+        let out = factor.clone().into_primitive_shaped(&self.dims);
+        Ok((BurnTensor::logical(out, &self.dims), node.clone()))
+    }
+
+    fn pullback<B: Backend>(
+        &self,
+        at: &At<'_, B>,
+        node: &Node<B>,
+        c_bar: &BurnTensor<B>,
+    ) -> Cotangents<B> {
+        let c_bar = c_bar.clone().into_primitive_shaped(&self.factor);
+        let node_bar = node.deposit(self.index, BurnTensor::logical(c_bar, &self.factor))?;
+        let n = node_bar.len();
+        let node_bar = HostTensor::from_vec(&[n], node_bar)?;
+        let node_bar = at
+            .be
+            .from_host(node_bar.to_dtype_projected(at.be.dtype(&at.x[0])))?;
+        Ok(vec![at.active[0].then_some(node_bar)])
+    }
+}
+
+/// Runs `which` on `a` (the core's [`FactorsNode`] scheme: one node, `N` selectors) and
+/// returns its `N` factors as rank-`D` tensors and what else the primal found out (the rank
 /// kept by a truncated SVD, the clustered eigh's values and diagnostics).
 fn decompose<const D: usize, const N: usize>(
     a: &Tensor<D>,
     which: Which,
 ) -> Result<([Tensor<D>; N], Layout)> {
+    let stash = Stash::default();
     let rule = Decompose {
         which,
         layout: Arc::new(OnceLock::new()),
+        stash: stash.clone(),
     };
-    let packed: Tensor<1> = run(rule.clone(), [a.into()])?;
+    let node: Tensor<1> = run(rule.clone(), [a.into()])?;
     let layout = rule
         .layout
         .get()
         .ok_or_else(|| engine_error("the decomposition's layout was not recorded"))?;
-    let factors = layout
-        .packing
-        .pieces()
-        .map(|(r, dims)| unpack::<D>(&packed, r, dims))
-        .collect::<Result<Vec<_>>>()?;
+    let select = |(index, factor): (usize, &Vec<usize>)| {
+        let dims = user_dims::<D>(factor)?;
+        let stash = stash.clone();
+        let factor = factor.clone();
+        let rule = Select {
+            index,
+            dims: dims.to_vec(),
+            factor,
+            stash,
+        };
+        run::<_, 1, D>(rule, [(&node).into()])
+    };
+    let factors: Result<Vec<Tensor<D>>> = layout.shapes.iter().enumerate().map(select).collect();
+    // the factors and the node are the selectors' now
+    *stash.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    let factors = factors?;
     let n = factors.len();
     let factors = factors
         .try_into()
@@ -284,29 +309,19 @@ fn decompose<const D: usize, const N: usize>(
     Ok((factors, layout.clone()))
 }
 
-/// The factor at `r` of the packed vector, of shape `dims`, as a rank-`D` tensor: a vector
-/// factor (rank `D − 1`) gets a unit axis before its last one.
+/// The user-facing rank-`D` shape of a factor of the core's shape `dims`: a vector factor
+/// (rank `D − 1`) gets a unit axis before its last one.
 ///
 /// # Errors
 /// [`Error::RankMismatch`] for a factor of another rank (none: the core's shapes).
-fn unpack<const D: usize>(
-    packed: &Tensor<1>,
-    r: Range<usize>,
-    dims: &[usize],
-) -> Result<Tensor<D>> {
+fn user_dims<const D: usize>(dims: &[usize]) -> Result<[usize; D]> {
     let mut shape = dims.to_vec();
     if shape.len() + 1 == D {
         shape.insert(shape.len() - 1, 1);
     }
-    let shape: [usize; D] = shape
+    shape
         .try_into()
-        .map_err(|s: Vec<usize>| Error::rank("factor", D, s.len()))?;
-    if r.is_empty() {
-        // burn's `reshape` reads a 0 as "keep this axis": an empty factor is made, not cut
-        // (it has no entries to differentiate)
-        return Ok(Tensor::zeros(shape, (&packed.device(), packed.dtype())));
-    }
-    Ok(packed.clone().slice(r).reshape(shape))
+        .map_err(|s: Vec<usize>| Error::rank("factor", D, s.len()))
 }
 
 /// `A = U·diag(S)·Vh` for `A: [batch…, m, n]` as tensors of burn's graph (see the module

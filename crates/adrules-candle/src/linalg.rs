@@ -14,13 +14,14 @@
 //! # How
 //! The factorisation runs once, through [`CandleBackend`] (faer on the host; on a GPU the
 //! matrix is copied to the host and the factors back), together with the core's pullback.
-//! The factors are then attached to candle's graph as **one** custom op over `A` whose
-//! output is the factors packed into one vector (candle's custom ops have one output), and
-//! each factor is a `narrow` + `reshape` of it: candle's backward gives the op the packed
-//! cotangent (zeros for a factor the loss does not use), which is split and handed to the
-//! pullback kept in the node (the core's [`Packing`] and [`FactorsPullback`], shared with
-//! the burn adapter). The forward of the op copies the packed factors (one copy of
-//! the output, no recomputation); the backward reruns nothing.
+//! candle's custom ops have one output, so the factors are attached as the core's
+//! [`FactorsNode`] scheme says: one custom op over `A` whose output is a vector of zeros,
+//! one per factor, and per factor one custom op over that vector whose output is the factor
+//! (a copy of the computed values: candle owns an op's output). candle's backward hands
+//! each factor's op its cotangent, which it deposits with the node, and then the node's op
+//! the tickets of the deposits, from which it runs the pullback once ([`FactorsPullback`],
+//! shared with the burn adapter; no cotangent for a factor the loss does not use). Backward
+//! reruns nothing and copies no cotangent.
 //!
 //! # Shapes and dtypes
 //! `A: [batch…, m, n]`, rank ≥ 2, f32 or f64 (candle has no complex dtype); the factors'
@@ -39,50 +40,100 @@ use std::sync::Arc;
 
 use adrules_core::Error;
 use adrules_core::linalg::{
-    ClusterOptions, ClusteredEigh, Eigh, FactorsPullback, Packing, Qr, QrMode, RuleOptions, Svd,
-    SvdMode, TruncatedSvd, Truncation, eigh_clustered_rrule, eigh_rrule, qr_rrule, svd_rrule,
+    ClusterOptions, ClusteredEigh, Eigh, FactorsNode, FactorsPullback, Qr, QrMode, RuleOptions,
+    Svd, SvdMode, TruncatedSvd, Truncation, eigh_clustered_rrule, eigh_rrule, qr_rrule, svd_rrule,
     svd_truncated_rrule,
 };
-use candle_core::backend::BackendStorage;
+use candle_core::backend::{BackendDevice, BackendStorage};
 use candle_core::{
-    CpuStorage, CudaStorage, CustomOp1, Layout, MetalStorage, Shape, Storage, Tensor,
+    CpuStorage, CudaStorage, CustomOp1, DType, Layout, MetalStorage, Shape, Storage, Tensor,
 };
 
 use crate::backend::CandleBackend;
 use crate::convert::to_candle;
 
-/// Values computed outside candle's graph (the factors of `A`, packed into one contiguous
-/// vector as `packing` says), attached to it as one node over `A` whose backward is the
-/// core's pullback.
-struct Attached {
+/// The node of a decomposition over `A` (see the module docs): its output is `[F]` zeros,
+/// its backward reads the tickets of its cotangent and runs the pullback.
+struct Node {
     name: &'static str,
-    packed: Tensor,
-    packing: Packing,
-    pullback: FactorsPullback<CandleBackend>,
+    node: Arc<FactorsNode<CandleBackend>>,
 }
 
-impl Attached {
-    /// The storage of the packed factors (a copy: candle owns an op's output).
+/// `[F]` zeros of `s`'s dtype on its device.
+fn zeros<S>(s: &S, count: usize) -> candle_core::Result<(S, Shape)>
+where
+    S: BackendStorage,
+    S::Device: BackendDevice<Storage = S>,
+{
+    let shape = Shape::from(count);
+    Ok((s.device().zeros_impl(&shape, s.dtype())?, shape))
+}
+
+impl CustomOp1 for Node {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        zeros(s, self.node.num_factors())
+    }
+
+    fn cuda_fwd(&self, s: &CudaStorage, _: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        zeros(s, self.node.num_factors())
+    }
+
+    fn metal_fwd(
+        &self,
+        s: &MetalStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(MetalStorage, Shape)> {
+        zeros(s, self.node.num_factors())
+    }
+
+    fn bwd(
+        &self,
+        _a: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
+        // tickets are integers below 2²⁴: exact in f32, which every device has
+        let tickets: Vec<f32> = grad.to_dtype(DType::F32)?.to_vec1()?;
+        let tickets: Vec<f64> = tickets.into_iter().map(f64::from).collect();
+        self.node.pullback(&tickets).map(Some).map_err(to_candle)
+    }
+}
+
+/// The selector of factor `index` (see the module docs): its output is `value`, its
+/// backward deposits the factor's cotangent with the node.
+struct Selector {
+    name: &'static str,
+    index: usize,
+    value: Tensor,
+    node: Arc<FactorsNode<CandleBackend>>,
+}
+
+impl Selector {
+    /// The storage of the factor (a copy: candle owns an op's output).
     fn copy<S>(&self, pick: impl Fn(&Storage) -> Option<&S>) -> candle_core::Result<(S, Shape)>
     where
         S: BackendStorage,
     {
-        let (storage, layout) = self.packed.storage_and_layout();
+        let (storage, layout) = self.value.storage_and_layout();
         let s = pick(&storage).ok_or_else(|| {
             to_candle(Error::Backend {
                 backend: "candle".into(),
                 message: format!(
                     "{}: the factors live on {:?}, not on the input's device",
                     self.name,
-                    self.packed.device().location()
+                    self.value.device().location()
                 ),
             })
         })?;
-        Ok((s.try_clone(layout)?, self.packed.shape().clone()))
+        Ok((s.try_clone(layout)?, self.value.shape().clone()))
     }
 }
 
-impl CustomOp1 for Attached {
+impl CustomOp1 for Selector {
     fn name(&self) -> &'static str {
         self.name
     }
@@ -114,21 +165,19 @@ impl CustomOp1 for Attached {
 
     fn bwd(
         &self,
-        _a: &Tensor,
+        node: &Tensor,
         _res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<Option<Tensor>> {
-        let pieces = split(grad, &self.packing)?;
-        self.pullback.pullback(&pieces).map(Some).map_err(to_candle)
+        let node_bar = self.node.deposit(self.index, grad.clone());
+        let node_bar = node_bar.map_err(to_candle)?;
+        // exact in f32 (see `Node::bwd`)
+        let node_bar: Vec<f32> = node_bar.into_iter().map(|t| t as f32).collect();
+        let n = node_bar.len();
+        Tensor::from_vec(node_bar, n, node.device())?
+            .to_dtype(node.dtype())
+            .map(Some)
     }
-}
-
-/// `t` (a packed vector) cut into its factors.
-fn split(t: &Tensor, packing: &Packing) -> candle_core::Result<Vec<Tensor>> {
-    let piece = |(r, shape): (std::ops::Range<usize>, &[usize])| {
-        t.narrow(0, r.start, r.len())?.reshape(shape)
-    };
-    packing.pieces().map(piece).collect()
 }
 
 /// The factors `x` as nodes of candle's graph over `a` (see the module docs), or as they are
@@ -142,21 +191,29 @@ fn attach<const N: usize>(
     if !a.track_op() {
         return Ok(x);
     }
-    let packing = Packing::new(x.iter().map(|t| t.dims().to_vec()));
-    let flat = x
-        .iter()
-        .map(|t| t.flatten_all())
-        .collect::<candle_core::Result<Vec<_>>>()?;
-    let packed = Tensor::cat(&flat, 0)?.contiguous()?;
-    let node = Attached {
+    let node = Arc::new(FactorsNode::new(pullback));
+    let op = Node {
         name,
-        packed,
-        packing: packing.clone(),
-        pullback,
+        node: node.clone(),
     };
-    let out = a.apply_op1_arc(Arc::new(Box::new(node)))?;
-    split(&out, &packing)?.try_into().map_err(|v: Vec<Tensor>| {
-        candle_core::Error::Msg(format!("{name}: {} pieces for {N} factors", v.len()))
+    let out = a.apply_op1_arc(Arc::new(Box::new(op)))?;
+    let select = |(index, value)| {
+        let node = node.clone();
+        let op = Selector {
+            name,
+            index,
+            value,
+            node,
+        };
+        out.apply_op1_arc(Arc::new(Box::new(op)))
+    };
+    let factors = x
+        .into_iter()
+        .enumerate()
+        .map(select)
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    factors.try_into().map_err(|v: Vec<Tensor>| {
+        candle_core::Error::Msg(format!("{name}: {} factors for {N}", v.len()))
     })
 }
 

@@ -457,3 +457,26 @@ fn eigh_clustered_bad_input_is_a_typed_error() {
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
     assert!(take_backward_errors().is_empty());
 }
+
+#[test]
+fn a_factor_used_twice_and_factors_left_unused_reach_the_pullback_once() {
+    // L = Σ W ⊙ U + Σ U ⊙ U: burn sums U's two cotangents (Ū = W + 2·U), S and Vh take none
+    let dev = autodiff();
+    let a = up::<2>(&randn(&[5, 4], 7), &dev).require_grad();
+    let w = up::<2>(&randn(&[5, 4], 8), &dev);
+    let f = svd(&a, SvdMode::Thin, RuleOptions::default()).unwrap();
+    let loss = (f.u.clone() * w.clone()).sum() + (f.u.clone() * f.u).sum();
+    let got = down(a.grad(&try_backward(&loss).unwrap()).unwrap());
+
+    let be = Strided;
+    let sa = be.from_host(down(a.inner())).unwrap();
+    let (g, pb) = svd_rrule(&be, &sa, SvdMode::Thin, RuleOptions::default()).unwrap();
+    let u = up::<2>(&be.to_host(&g.u).unwrap(), &Device::flex());
+    let ubar = be.from_host(down(w.inner() + u * 2.0)).unwrap();
+    let cot = SvdCotangents {
+        u: Some(&ubar),
+        ..Default::default()
+    };
+    let want = be.to_host(&pb.pullback(cot).unwrap()).unwrap();
+    assert_close(TIGHT, &got, &want, "ā with Ū only");
+}

@@ -399,3 +399,73 @@ fn eigh_clustered_bad_input_is_a_typed_error() {
         "{e}"
     );
 }
+
+#[test]
+fn repeated_and_concurrent_backward_passes_each_get_their_own_gradient() {
+    // two losses of the same factors, differentiated again and again, and from four threads
+    // at once: each pass's cotangents reach the pullback, no other pass's
+    let a = Var::from_tensor(&randn(&[5, 4], 7)).unwrap();
+    let f = svd(a.as_tensor(), SvdMode::Thin, RuleOptions::default()).unwrap();
+    let (w, z) = (randn(&[5, 4], 8), randn(&[4, 4], 9));
+    // L₁ uses U twice and S, L₂ uses Vh only
+    let l1 = ((&f.u * &w).unwrap().sum_all().unwrap()
+        + (f.u.sqr().unwrap().sum_all().unwrap() * f.s.sum_all().unwrap()).unwrap())
+    .unwrap();
+    let l2 = (&f.vh * &z).unwrap().sum_all().unwrap();
+    let by_hand = |u: Option<Tensor>, s: Option<Tensor>, vh: Option<Tensor>| {
+        let be = CandleBackend::cpu();
+        let (_, pb) = svd_rrule(&be, &a.detach(), SvdMode::Thin, RuleOptions::default()).unwrap();
+        let cot = SvdCotangents {
+            u: u.as_ref(),
+            s: s.as_ref(),
+            vh: vh.as_ref(),
+            discarded: None,
+        };
+        down(&pb.pullback(cot).unwrap())
+    };
+    // Ū = W + 2·U·Σs, S̄ = ΣU² (every entry), V̄h = Z
+    let (sum_s, sum_u2) = (
+        f.s.sum_all().unwrap(),
+        f.u.sqr().unwrap().sum_all().unwrap(),
+    );
+    let ubar = (&w + f.u.broadcast_mul(&(sum_s * 2.0).unwrap()).unwrap()).unwrap();
+    let sbar = sum_u2.broadcast_as(4).unwrap().contiguous().unwrap();
+    let want1 = by_hand(Some(ubar), Some(sbar), None);
+    let want2 = by_hand(None, None, Some(z.clone()));
+    let first1 = grad(&l1, &a, "L₁");
+    assert_close(TIGHT, &first1, &want1, "L₁ by hand");
+    let first2 = grad(&l2, &a, "L₂");
+    assert_close(TIGHT, &first2, &want2, "L₂ by hand");
+    let same = |got: &HostTensor, want: &HostTensor, what: &str| {
+        assert_eq!(
+            got.as_slice::<f64>().unwrap(),
+            want.as_slice::<f64>().unwrap(),
+            "{what}"
+        );
+    };
+    for _ in 0..3 {
+        same(&grad(&l2, &a, "L₂ again"), &first2, "L₂ again");
+        same(&grad(&l1, &a, "L₁ again"), &first1, "L₁ again");
+    }
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..4)
+            .map(|t| {
+                let (l1, l2, a) = (&l1, &l2, &a);
+                scope.spawn(move || {
+                    let loss = if t % 2 == 0 { l1 } else { l2 };
+                    (
+                        t,
+                        (0..10).map(|_| grad(loss, a, "thread")).collect::<Vec<_>>(),
+                    )
+                })
+            })
+            .collect();
+        for run in runs {
+            let (t, grads) = run.join().unwrap();
+            let want = if t % 2 == 0 { &first1 } else { &first2 };
+            for g in &grads {
+                same(g, want, &format!("thread {t}"));
+            }
+        }
+    });
+}

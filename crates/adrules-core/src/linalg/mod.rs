@@ -37,10 +37,10 @@
 //! [`crate::math`].
 //!
 //! # In an engine's graph
-//! An engine adapter attaches a decomposition as one node over `A` whose output is the
-//! factors packed into one vector ([`Packing`]) and whose backward is one pullback over the
-//! cotangents of all of them ([`FactorsPullback`]): the factors are computed once, and
-//! backward reruns nothing.
+//! An engine adapter attaches a decomposition as one node over `A` and one selector node
+//! per factor ([`FactorsNode`]): the selectors hand the factors' cotangents to the node,
+//! whose backward is one pullback over the cotangents of all of them
+//! ([`FactorsPullback`]); the factors are computed once, and backward reruns nothing.
 //!
 //! # Example: the gradient of the nuclear norm `Σ sᵢ`
 //! ```
@@ -81,7 +81,7 @@ mod normalize;
 mod qr;
 mod svd;
 
-pub use attach::{FactorsPullback, Packing};
+pub use attach::{FactorsNode, FactorsPullback};
 pub use clustered::{
     ClusterInfo, ClusterOptions, ClusteredEigh, ClusteredEighPullback, ClusteredEighTangent,
     eigh_clustered, eigh_clustered_frule, eigh_clustered_rrule,

@@ -15,6 +15,7 @@ mod implicit_oracle;
 mod implicit_second_order;
 mod implicit_solvers;
 mod linalg_clustered;
+mod linalg_node;
 mod linalg_normalize;
 mod linalg_oracle;
 mod linalg_rules;
