@@ -57,7 +57,7 @@ use adrules_core::linalg::{
     ClusterInfo, ClusterOptions, FactorsNode, FactorsPullback, QrMode, RuleOptions, SvdMode,
     Truncation, eigh_clustered_rrule, eigh_rrule, qr_rrule, svd_rrule, svd_truncated_rrule,
 };
-use adrules_core::{Backend as _, DType, Error, HostData, HostTensor, Result};
+use adrules_core::{Backend as _, Error, HostData, HostTensor, Result};
 use burn_backend::Backend;
 use burn_tensor::{Tensor, TensorData};
 
@@ -218,8 +218,7 @@ impl Rule for Decompose {
         node: &Node<B>,
         node_bar: &BurnTensor<B>,
     ) -> Cotangents<B> {
-        let tickets = at.be.to_host(node_bar)?.to_dtype_projected(DType::F64);
-        let a_bar = node.pullback(tickets.as_slice::<f64>()?)?;
+        let a_bar = node.pullback(node_bar)?;
         Ok(vec![at.active[0].then_some(a_bar)])
     }
 }
@@ -259,11 +258,6 @@ impl Rule for Select {
     ) -> Cotangents<B> {
         let c_bar = c_bar.clone().into_primitive_shaped(&self.factor);
         let node_bar = node.deposit(self.index, BurnTensor::logical(c_bar, &self.factor))?;
-        let n = node_bar.len();
-        let node_bar = HostTensor::from_vec(&[n], node_bar)?;
-        let node_bar = at
-            .be
-            .from_host(node_bar.to_dtype_projected(at.be.dtype(&at.x[0])))?;
         Ok(vec![at.active[0].then_some(node_bar)])
     }
 }

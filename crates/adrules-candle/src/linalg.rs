@@ -46,7 +46,7 @@ use adrules_core::linalg::{
 };
 use candle_core::backend::{BackendDevice, BackendStorage};
 use candle_core::{
-    CpuStorage, CudaStorage, CustomOp1, DType, Layout, MetalStorage, Shape, Storage, Tensor,
+    CpuStorage, CudaStorage, CustomOp1, Layout, MetalStorage, Shape, Storage, Tensor,
 };
 
 use crate::backend::CandleBackend;
@@ -96,10 +96,7 @@ impl CustomOp1 for Node {
         _res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<Option<Tensor>> {
-        // tickets are integers below 2²⁴: exact in f32, which every device has
-        let tickets: Vec<f32> = grad.to_dtype(DType::F32)?.to_vec1()?;
-        let tickets: Vec<f64> = tickets.into_iter().map(f64::from).collect();
-        self.node.pullback(&tickets).map(Some).map_err(to_candle)
+        self.node.pullback(grad).map(Some).map_err(to_candle)
     }
 }
 
@@ -165,18 +162,12 @@ impl CustomOp1 for Selector {
 
     fn bwd(
         &self,
-        node: &Tensor,
+        _node: &Tensor,
         _res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<Option<Tensor>> {
         let node_bar = self.node.deposit(self.index, grad.clone());
-        let node_bar = node_bar.map_err(to_candle)?;
-        // exact in f32 (see `Node::bwd`)
-        let node_bar: Vec<f32> = node_bar.into_iter().map(|t| t as f32).collect();
-        let n = node_bar.len();
-        Tensor::from_vec(node_bar, n, node.device())?
-            .to_dtype(node.dtype())
-            .map(Some)
+        node_bar.map(Some).map_err(to_candle)
     }
 }
 

@@ -9,6 +9,8 @@ use std::sync::{Mutex, PoisonError};
 use super::{ClusteredEighPullback, EighPullback, QrPullback, SvdCotangents, SvdPullback};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
+use crate::host::HostTensor;
+use crate::scalar::DType;
 
 /// Where the cotangents of a decomposition's factors meet, in an engine whose ops have one
 /// output (candle's custom ops, burn's nodes).
@@ -21,7 +23,7 @@ use crate::error::{Error, Result};
 /// - one **selector** per factor `i`, over the node's output, whose output is factor `i`
 ///   (the values computed above) and whose backward hands its cotangent to
 ///   [`FactorsNode::deposit`] and returns, as the cotangent of the node's output, the vector
-///   `deposit` gives: zeros but for a **ticket** at position `i`.
+///   `deposit` gives: zeros but for a **ticket** at position `i`, a tensor of the backend.
 ///
 /// The engine's backward runs every selector a loss reaches before the node (they consume
 /// its output), sums the selectors' vectors into the node's cotangent, a vector of the
@@ -57,7 +59,9 @@ use crate::error::{Error, Result};
 /// // the gradient of Σ s is U·Vh: a loss that uses S only reaches S's selector (factor 1)
 /// let ones = be.from_host(HostTensor::from_vec(&[2], vec![1.0f64; 2])?)?;
 /// let node_bar = node.deposit(1, ones)?;
-/// assert!(node_bar[0] == 0.0 && node_bar[1] > 0.0 && node_bar[2] == 0.0);
+/// let tickets = be.to_host(&node_bar)?;
+/// let t = tickets.as_slice::<f64>()?;
+/// assert!(t[0] == 0.0 && t[1] > 0.0 && t[2] == 0.0);
 /// let a_bar = node.pullback(&node_bar)?;
 /// assert_eq!(be.dims(&a_bar).as_slice(), &[3, 2]);
 /// # Ok(())
@@ -94,57 +98,69 @@ impl<B: Backend> FactorsNode<B> {
     /// Keeps `cotangent`, the cotangent of factor `factor` (shaped as the factor; checked by
     /// [`pullback`](Self::pullback)), and returns the selector's cotangent of the node's
     /// output: `[F]` zeros but for this deposit's ticket (a positive integer below `2²⁴`)
-    /// at `factor`.
+    /// at `factor`, on the decomposition's backend, in the real dtype of `A`'s precision.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] (`"factor"`) when `factor ≥ F`.
-    pub fn deposit(&self, factor: usize, cotangent: B::Tensor) -> Result<Vec<f64>> {
+    /// [`Error::InvalidArgument`] (`"factor"`) when `factor ≥ F`; the backend's transfer
+    /// error.
+    pub fn deposit(&self, factor: usize, cotangent: B::Tensor) -> Result<B::Tensor> {
         let count = self.num_factors();
         if factor >= count {
             let why = format!("is {factor}, the decomposition has {count} factors");
             return Err(Error::invalid("factor", why));
         }
         let ticket = NEXT_TICKET.fetch_add(1, Ordering::Relaxed) % MAX_TICKET + 1;
-        self.lock().insert(ticket, (factor, cotangent));
         let mut node_bar = vec![0.0; count];
         node_bar[factor] = f64::from(ticket);
+        let (be, dtype) = self.pullback.backend();
+        let node_bar = HostTensor::from_vec(&[count], node_bar)?.to_dtype_projected(dtype.real());
+        let node_bar = be.from_host(node_bar)?;
+        self.lock().insert(ticket, (factor, cotangent));
         Ok(node_bar)
     }
 
-    /// `Ā` for the node's output cotangent `node_bar` (`[F]`, the sum of the vectors
+    /// `Ā` for the node's output cotangent `node_bar` (`[F]`, real: the sum of the vectors
     /// [`deposit`](Self::deposit) returned in this pass): the deposits it names are taken and
     /// [`FactorsPullback::pullback_partial`] runs on them, `None` for a factor whose entry is
     /// 0 (unused by the loss).
     ///
     /// # Errors
-    /// [`Error::CountMismatch`] (`"node_bar"`) for a length other than `F`;
-    /// [`Error::InvalidArgument`] (`"node_bar"`) for an entry that is not a ticket of a
-    /// deposit of that factor still kept (an engine that scaled or mixed the selectors'
-    /// vectors); then those of [`FactorsPullback::pullback_partial`].
-    pub fn pullback(&self, node_bar: &[f64]) -> Result<B::Tensor> {
-        if node_bar.len() != self.num_factors() {
-            return Err(Error::CountMismatch {
+    /// [`Error::ShapeMismatch`] (`"node_bar"`) for a shape other than `[F]`;
+    /// [`Error::DTypeMismatch`] for a complex one; [`Error::InvalidArgument`] (`"node_bar"`)
+    /// for an entry that is not the ticket of a deposit of that factor still kept (an engine
+    /// that scaled or mixed the selectors' vectors), and then no deposit is taken; then those
+    /// of [`FactorsPullback::pullback_partial`].
+    pub fn pullback(&self, node_bar: &B::Tensor) -> Result<B::Tensor> {
+        let (be, _) = self.pullback.backend();
+        let count = self.num_factors();
+        let h = be.to_host(node_bar)?;
+        if h.dims() != [count] {
+            return Err(Error::shape("node_bar", &[count], h.dims()));
+        }
+        if h.dtype().is_complex() {
+            return Err(Error::DTypeMismatch {
                 arg: "node_bar".into(),
-                expected: self.num_factors(),
-                actual: node_bar.len(),
+                expected: "a real dtype".into(),
+                actual: h.dtype(),
             });
         }
+        let h = h.to_dtype_projected(DType::F64);
         let mut deposits = self.lock();
-        let mut cot = Vec::with_capacity(node_bar.len());
-        for (i, &t) in node_bar.iter().enumerate() {
-            if t == 0.0 {
-                cot.push(None);
-                continue;
-            }
-            let ticket = (t.fract() == 0.0 && t > 0.0 && t <= f64::from(MAX_TICKET))
-                .then_some(t as u32)
-                .and_then(|k| deposits.get(&k).filter(|d| d.0 == i).map(|_| k));
-            let Some(ticket) = ticket else {
+        let is_ticket = |i: usize, t: f64| {
+            let integer = t.fract() == 0.0 && t > 0.0 && t <= f64::from(MAX_TICKET);
+            integer && deposits.get(&(t as u32)).is_some_and(|d| d.0 == i)
+        };
+        let tickets = h.as_slice::<f64>()?;
+        for (i, &t) in tickets.iter().enumerate() {
+            if t != 0.0 && !is_ticket(i, t) {
                 let why = format!("entry {i} ({t:?}) is not the ticket of a deposit of factor {i}");
                 return Err(Error::invalid("node_bar", why));
-            };
-            cot.push(deposits.remove(&ticket).map(|d| d.1));
+            }
         }
+        let cot: Vec<Option<B::Tensor>> = tickets
+            .iter()
+            .map(|&t| deposits.remove(&(t as u32)).map(|d| d.1))
+            .collect();
         drop(deposits);
         self.pullback.pullback_partial(&cot)
     }
@@ -209,6 +225,16 @@ impl<B: Backend> FactorsPullback<B> {
     /// their sources are on [`ClusteredEighPullback::pullback`].
     pub fn eigh_clustered(pullback: ClusteredEighPullback<B>) -> Self {
         FactorsPullback(Kind::Clustered(pullback))
+    }
+
+    /// The backend the factors live on and the dtype of `A`.
+    fn backend(&self) -> (&B, DType) {
+        match &self.0 {
+            Kind::Svd(pb) | Kind::Truncated(pb) => (&pb.be, pb.dtype),
+            Kind::Qr(pb) => (&pb.be, pb.dtype),
+            Kind::Eigh(pb) => (&pb.be, pb.dtype),
+            Kind::Clustered(pb) => (&pb.be, pb.dtype),
+        }
     }
 
     /// The number of factors (and of cotangents [`pullback`](Self::pullback) takes).

@@ -8,7 +8,7 @@
 use adrules_core::linalg::{
     FactorsNode, FactorsPullback, RuleOptions, SvdCotangents, SvdMode, svd_rrule,
 };
-use adrules_core::{Backend, Error, HostTensor};
+use adrules_core::{Backend, DType, Error, HostTensor};
 use adrules_strided::{Strided, Tensor};
 
 /// A fixed `4 × 3` matrix's SVD node and its pullback (distinct nonzero singular values).
@@ -47,8 +47,9 @@ fn host(t: &Tensor) -> Vec<f64> {
 }
 
 /// `a + b` of two selector vectors (what the engine's backward sums).
-fn sum(a: &[f64], b: &[f64]) -> Vec<f64> {
-    a.iter().zip(b).map(|(x, y)| x + y).collect()
+fn sum(a: &Tensor, b: &Tensor) -> Tensor {
+    let v = host(a).iter().zip(host(b)).map(|(x, y)| x + y).collect();
+    tensor(&[3], v)
 }
 
 #[test]
@@ -59,7 +60,7 @@ fn the_node_runs_the_decomposition_pullback_on_the_deposits() {
         &node.deposit(0, u.clone()).unwrap(),
         &node.deposit(2, vh.clone()).unwrap(),
     );
-    assert_eq!(node_bar[1], 0.0, "S is unused: no ticket");
+    assert_eq!(host(&node_bar)[1], 0.0, "S is unused: no ticket");
     let got = host(&node.pullback(&node_bar).unwrap());
     let want = pb
         .pullback(SvdCotangents {
@@ -129,31 +130,44 @@ fn interleaved_passes_and_threads_get_their_own_cotangents() {
 #[test]
 fn a_cotangent_that_is_not_this_pass_tickets_is_a_typed_error() {
     let (node, _) = node();
+    let u = node.deposit(0, cot(&[4, 3], 0)).unwrap();
     let d = node.deposit(1, cot(&[3], 0)).unwrap();
-    let t = d[1];
+    let (tu, t) = (host(&u)[0], host(&d)[1]);
     for (bad, why) in [
         (vec![0.0, 2.0 * t, 0.0], "a scaled ticket"),
         (vec![0.0, t + 0.5, 0.0], "not an integer"),
         (vec![0.0, -t, 0.0], "negative"),
         (vec![0.0, f64::NAN, 0.0], "NaN"),
         (vec![t, 0.0, 0.0], "the ticket of another factor"),
+        (vec![tu, 2.0 * t, 0.0], "a good ticket beside a bad one"),
     ] {
-        match node.pullback(&bad) {
+        match node.pullback(&tensor(&[3], bad)) {
             Err(Error::InvalidArgument { arg, .. }) => assert_eq!(arg, "node_bar", "{why}"),
             other => panic!("{why}: expected InvalidArgument, got {other:?}"),
         }
     }
-    match node.pullback(&[0.0, t]) {
-        Err(Error::CountMismatch { arg, .. }) => assert_eq!(arg, "node_bar"),
-        other => panic!("expected CountMismatch, got {other:?}"),
+    match node.pullback(&tensor(&[2], vec![0.0, t])) {
+        Err(Error::ShapeMismatch { arg, .. }) => assert_eq!(arg, "node_bar"),
+        other => panic!("expected ShapeMismatch, got {other:?}"),
+    }
+    let complex = Strided
+        .from_host(
+            HostTensor::from_vec(&[3], vec![0.0f64, t, 0.0])
+                .unwrap()
+                .to_dtype_projected(DType::C64),
+        )
+        .unwrap();
+    match node.pullback(&complex) {
+        Err(Error::DTypeMismatch { arg, .. }) => assert_eq!(arg, "node_bar"),
+        other => panic!("expected DTypeMismatch, got {other:?}"),
     }
     match node.deposit(3, cot(&[3], 0)) {
         Err(Error::InvalidArgument { arg, .. }) => assert_eq!(arg, "factor"),
         other => panic!("expected InvalidArgument, got {other:?}"),
     }
-    // the refused cotangents took nothing: the right one still works, and a wrong shape
+    // the refused cotangents took nothing: both deposits are still there, and a wrong shape
     // deposited is the pullback's shape error
-    assert!(node.pullback(&d).is_ok());
+    assert!(node.pullback(&sum(&u, &d)).is_ok());
     let wrong = node.deposit(1, cot(&[4], 0)).unwrap();
     match node.pullback(&wrong) {
         Err(Error::ShapeMismatch { .. }) => {}

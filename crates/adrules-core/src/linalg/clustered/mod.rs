@@ -137,10 +137,10 @@ pub struct ClusteredEighTangent<B: Backend> {
 /// [`ClusteredEighPullback::tangent`]); it owns host copies of the factors.
 #[derive(Clone, Debug)]
 pub struct ClusteredEighPullback<B: Backend> {
-    be: B,
+    pub(super) be: B,
     opts: RuleOptions,
     dims: Vec<usize>,
-    dtype: DType,
+    pub(super) dtype: DType,
     k: usize,
     info: Vec<ClusterInfo>,
     /// `Vec<Factors<T>>` for the dtype's element type `T`

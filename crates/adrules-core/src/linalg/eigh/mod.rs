@@ -37,10 +37,10 @@ pub struct Eigh<B: Backend> {
 /// The pullback of [`eigh_rrule`].
 #[derive(Clone, Debug)]
 pub struct EighPullback<B: Backend> {
-    be: B,
+    pub(super) be: B,
     opts: RuleOptions,
     dims: Vec<usize>,
-    dtype: DType,
+    pub(super) dtype: DType,
     factors: Arc<[HostTensor; 2]>,
 }
 

@@ -43,10 +43,10 @@ pub struct Qr<B: Backend> {
 /// The pullback of [`qr_rrule`].
 #[derive(Clone, Debug)]
 pub struct QrPullback<B: Backend> {
-    be: B,
+    pub(super) be: B,
     mode: QrMode,
     dims: Vec<usize>,
-    dtype: DType,
+    pub(super) dtype: DType,
     factors: Arc<[HostTensor; 2]>,
 }
 

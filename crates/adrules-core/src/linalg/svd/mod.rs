@@ -145,12 +145,12 @@ enum Kind {
 /// whole spectrum on the host and can be applied many times.
 #[derive(Clone, Debug)]
 pub struct SvdPullback<B: Backend> {
-    be: B,
+    pub(super) be: B,
     kind: Kind,
     opts: RuleOptions,
     /// `[batch…, m, n]` and dtype of `A`
     dims: Vec<usize>,
-    dtype: DType,
+    pub(super) dtype: DType,
     /// host factors as the backend returned them (thin, or full for [`SvdMode::Full`])
     factors: Arc<[HostTensor; 3]>,
 }
