@@ -98,3 +98,8 @@ pub use tensor::{
 
 // The burn crates this adapter is built on, at the pinned version (=0.22.1).
 pub use {burn_autodiff, burn_backend, burn_dispatch, burn_flex, burn_tensor};
+
+/// The code blocks of this crate's `README.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

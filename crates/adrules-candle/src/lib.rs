@@ -119,3 +119,8 @@ pub use convert::{
 pub use implicit::{CandleConditions, CandleScalar, Implicit, implicit};
 pub use network::{einsum, einsum_hvp, ncon, network, network_hvp};
 pub use ops::{add, contract, trace};
+
+/// The code blocks of this crate's `README.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

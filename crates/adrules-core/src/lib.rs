@@ -2,7 +2,36 @@
 //!
 //! Backend-agnostic automatic-differentiation rules for tensor operations, written once and
 //! shared by every engine adrules plugs into (the embedded strided CPU backend, candle, burn,
-//! dfdx).
+//! dfdx). Most users depend on the facade crate `adrules`, which re-exports this crate and
+//! adds the engines; depend on this one to implement [`Backend`] for your own tensors.
+//!
+//! ```
+//! use adrules_core::linalg::{RuleOptions, eigh_rrule};
+//! use adrules_core::network::{Network, NetworkPlan, Order};
+//! use adrules_strided::{Strided, Tensor}; // any `Backend` works the same
+//!
+//! # fn main() -> adrules_core::Result<()> {
+//! // A network's value and its pullback: C = A·B, then Ā = C̄·Bᵀ and B̄ = Aᵀ·C̄.
+//! let a = Tensor::from_vec(&[2, 2], vec![2.0, 1.0, 1.0, 2.0])?;
+//! let b = Tensor::from_vec(&[2, 2], vec![1.0, 0.0, 0.0, 1.0])?;
+//! let net = Network::einsum("ij,jk->ik")?;
+//! let plan = NetworkPlan::new(&net, &[a.dims(), b.dims()], &Order::Default)?;
+//! let (c, pullback) = plan.rrule(&Strided, &[&a, &b], &[true, false])?;
+//! assert_eq!(c.to_vec::<f64>()?, [2.0, 1.0, 1.0, 2.0]);
+//! let grads = pullback.pullback(&Tensor::from_vec(&[2, 2], vec![1.0; 4])?)?;
+//! assert_eq!(grads[0].as_ref().unwrap().to_vec::<f64>()?, [1.0; 4]);
+//! assert!(grads[1].is_none()); // B was not active
+//!
+//! // A decomposition's rule: the gradient of the largest eigenvalue of A is v·vᵀ.
+//! let (eig, pullback) = eigh_rrule(&Strided, &a, RuleOptions::default())?;
+//! assert_eq!(eig.values.to_vec::<f64>()?, [1.0, 3.0]);
+//! let a_bar = pullback.pullback(Some(&Tensor::from_vec(&[2], vec![0.0, 1.0])?), None)?;
+//! assert!(a_bar.to_vec::<f64>()?.iter().all(|g| (g - 0.5).abs() < 1e-12));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Modules
 //!
 //! - [`scalar`]: the element types (`f32`, `f64`, `Complex32`, `Complex64`), the run-time
 //!   [`DType`] and [`DynScalar`] for coefficients.
@@ -61,3 +90,8 @@ pub use error::{Error, Result};
 pub use host::{HostData, HostElement, HostTensor};
 pub use scalar::{Complex32, Complex64, DType, DynScalar, RealScalar, Scalar};
 pub use spec::{Axes, Conj, ContractSpec, Dims, Permutation, TraceSpec};
+
+/// The code blocks of this crate's `README.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

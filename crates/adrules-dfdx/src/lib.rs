@@ -152,3 +152,8 @@ pub use network::{einsum, ncon, network};
 pub use operands::Operands;
 pub use ops::{add, contract, trace};
 pub use tape::{JoinTape, JoinTapes};
+
+/// The code blocks of this crate's `README.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -582,3 +582,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }
+
+/// The code blocks of this crate's `README.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

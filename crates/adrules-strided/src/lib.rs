@@ -104,3 +104,8 @@ pub use pool::{BufferPool, PoolStats};
 pub use storage::Storage;
 pub use tensor::Tensor;
 pub use view::{StridedView, StridedViewMut};
+
+/// The code blocks of this crate's `README.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -50,3 +50,8 @@ pub use random::Rng;
 pub use reference::ReferenceBackend;
 pub use tolerance::Tolerance;
 pub use value::Value;
+
+/// The code blocks of this crate's `README.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

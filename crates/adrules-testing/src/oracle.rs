@@ -1,5 +1,6 @@
 //! Replay of oracle files: independent reference gradients in the JSONL format of
-//! `shared/oracles/README.md` (the public `tensor-ad-oracles` database).
+//! `oracles/README.md` in this package (the public `tensor-ad-oracles` database, and
+//! `einsum.jsonl` computed for this project), shipped with the package.
 //!
 //! Each line is one [`OracleCase`]: named inputs, and probes holding a tangent direction per
 //! input with the reference output tangent (JVP), and an output cotangent with the reference
@@ -120,25 +121,17 @@ impl OracleCase {
     }
 }
 
-/// The folder `shared/oracles` seen from a crate manifest directory: the first
-/// `<ancestor>/../shared/oracles` (or `<ancestor>/shared/oracles`) that exists, walking up.
-///
-/// # Errors
-/// [`Error::Io`] when no such folder exists.
-pub fn oracle_dir(manifest_dir: &str) -> Result<PathBuf> {
-    let mut dir = Some(Path::new(manifest_dir));
-    while let Some(d) = dir {
-        for cand in [d.join("shared/oracles"), d.join("../shared/oracles")] {
-            if cand.is_dir() {
-                return Ok(cand);
-            }
-        }
-        dir = d.parent();
-    }
-    Err(Error::Io {
-        path: manifest_dir.into(),
-        reason: "no shared/oracles folder beside this directory or its ancestors".into(),
-    })
+/// The folder of the oracle files: `oracles/` inside this package (`adrules-testing`), where
+/// they ship with their licence and provenance (`oracles/README.md`). The path is this
+/// package's own source folder, so it is found the same way from this repository, a git
+/// checkout or a registry download of the crate, whatever the calling crate is.
+pub fn oracle_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("oracles")
+}
+
+/// The path of the oracle file `file` (e.g. `"einsum.jsonl"`) in [`oracle_dir`].
+pub fn oracle_path(file: &str) -> PathBuf {
+    oracle_dir().join(file)
 }
 
 fn io(path: &str, reason: impl Into<String>) -> Error {
@@ -324,13 +317,13 @@ pub fn parse_case(line: &str, ctx: &str) -> Result<OracleCase> {
     })
 }
 
-/// The cases of the oracle file `file` (in the folder [`oracle_dir`] finds from
-/// `manifest_dir`) whose dtype is one of `dtypes`.
+/// The cases of the oracle file `file` (in [`oracle_dir`]) whose dtype is one of `dtypes`.
 ///
 /// # Errors
-/// Those of [`oracle_dir`] and [`load`].
-pub fn load_for(manifest_dir: &str, file: &str, dtypes: &[DType]) -> Result<Vec<OracleCase>> {
-    let cases = load(&oracle_dir(manifest_dir)?.join(file))?;
+/// Those of [`load`] ([`Error::Io`] naming the path when the file is missing or a line does
+/// not parse).
+pub fn load_for(file: &str, dtypes: &[DType]) -> Result<Vec<OracleCase>> {
+    let cases = load(&oracle_path(file))?;
     Ok(cases
         .into_iter()
         .filter(|c| dtypes.contains(&c.dtype))
@@ -357,9 +350,8 @@ mod tests {
 
     #[test]
     fn both_oracle_files_parse_with_every_dtype() {
-        let dir = oracle_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
         for file in ["multi_dot.jsonl", "solve.jsonl", "einsum.jsonl"] {
-            let cases = load(&dir.join(file)).unwrap();
+            let cases = load(&oracle_path(file)).unwrap();
             assert!(!cases.is_empty());
             for dt in DType::ALL {
                 assert!(cases.iter().any(|c| c.dtype == dt), "{file} lacks {dt}");
@@ -376,6 +368,34 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn every_shipped_oracle_file_parses_and_has_its_provenance() {
+        let readme = std::fs::read_to_string(oracle_dir().join("README.md")).unwrap();
+        assert!(oracle_dir().join("LICENSE-MIT").is_file());
+        let mut files = 0;
+        for entry in std::fs::read_dir(oracle_dir()).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "jsonl") {
+                let name = path.file_name().unwrap().to_str().unwrap().to_string();
+                assert!(
+                    readme.contains(&format!("`{name}`")),
+                    "{name} not in README.md"
+                );
+                assert!(!load(&path).unwrap().is_empty(), "{name} has no case");
+                files += 1;
+            }
+        }
+        assert_eq!(files, 10);
+    }
+
+    #[test]
+    fn a_missing_oracle_file_is_an_io_error_naming_it() {
+        match load_for("no_such_file.jsonl", &DType::ALL) {
+            Err(Error::Io { path, .. }) => assert!(path.ends_with("no_such_file.jsonl")),
+            other => panic!("{other:?}"),
         }
     }
 

@@ -60,7 +60,7 @@ fn down<const D: usize>(t: Tensor<D>) -> HostTensor {
 }
 
 fn cases(file: &str) -> Vec<OracleCase> {
-    let cases = load_for(env!("CARGO_MANIFEST_DIR"), file, &[DType::F32, DType::F64]).unwrap();
+    let cases = load_for(file, &[DType::F32, DType::F64]).unwrap();
     assert!(!cases.is_empty(), "{file}: no cases");
     cases
 }

@@ -97,7 +97,7 @@ fn replay_success(case: &OracleCase, ctx: &str) {
 fn einsum_oracle_through_candle_autograd() {
     // f32 and f64 only: candle has no complex dtype
     let real = [DType::F32, DType::F64];
-    let cases = load_for(env!("CARGO_MANIFEST_DIR"), "einsum.jsonl", &real).unwrap();
+    let cases = load_for("einsum.jsonl", &real).unwrap();
     let (mut ok, mut errors) = (0, 0);
     for case in &cases {
         let ctx = format!("{} ({})", case.id, case.subscripts.as_deref().unwrap());

@@ -1,5 +1,5 @@
-//! Oracle replay of `shared/oracles/solve.jsonl`: `y = solve(a, b)` (batched `a·y = b`,
-//! `b` a vector or a matrix) as an implicit function of `x = (a, b)` with conditions
+//! Oracle replay of `solve.jsonl` (in `adrules-testing`'s `oracles/`): `y = solve(a, b)`
+//! (batched `a·y = b`, `b` a vector or a matrix) as an implicit function of `x = (a, b)` with conditions
 //! `c = a·y − b`. Tangents and cotangents with respect to both `a` and `b`, all four dtypes,
 //! every batch shape including zero-size batches, with a matrix-free and a dense source of
 //! the maps and with LU and GMRES. The solver refuses to run twice.
@@ -219,7 +219,7 @@ fn replay<T: ImplicitScalar>(case: &OracleCase) -> f64 {
 
 #[test]
 fn solve_oracle_all_dtypes_all_batch_shapes() {
-    let dir = oracle_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let dir = oracle_dir();
     let cases = load(&dir.join("solve.jsonl")).unwrap();
     assert_eq!(cases.len(), 96);
     let mut worst = [0.0f64; 4];

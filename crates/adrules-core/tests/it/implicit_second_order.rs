@@ -512,7 +512,7 @@ fn replay_hvp<T: ImplicitScalar>(case: &OracleCase, dtype: DType, tol: f64) -> u
 
 #[test]
 fn solve_oracle_hvp_in_every_dtype() {
-    let dir = oracle_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let dir = oracle_dir();
     let cases = load(&dir.join("solve.jsonl")).unwrap();
     let mut checked = 0;
     for case in cases

@@ -1,7 +1,7 @@
 //! Oracle replay of the decompositions: `svd_s.jsonl`, `svd_u_abs.jsonl`,
 //! `svd_uvh_product.jsonl`, `qr.jsonl`, `eigh_values_vectors_abs.jsonl` and the two
-//! `*_gauge_ill_defined.jsonl` files of `shared/oracles/` (PyTorch 2.10, cross-checked by
-//! finite differences), all four dtypes, square, tall, wide, batched and zero-size inputs,
+//! `*_gauge_ill_defined.jsonl` files of `adrules-testing`'s `oracles/` (PyTorch 2.10,
+//! cross-checked by finite differences), all four dtypes, square, tall, wide, batched and zero-size inputs,
 //! thin and full SVDs.
 //!
 //! The derivatives of the SVD and eigh files belong to gauge-invariant observables of the
@@ -24,7 +24,7 @@ use adrules_testing::oracle::{OracleCase, assert_close, load_for};
 const ALL: [DType; 4] = [DType::F32, DType::F64, DType::C32, DType::C64];
 
 fn cases(file: &str) -> Vec<OracleCase> {
-    let cases = load_for(env!("CARGO_MANIFEST_DIR"), file, &ALL).unwrap();
+    let cases = load_for(file, &ALL).unwrap();
     assert!(!cases.is_empty(), "{file}: no cases");
     cases
 }

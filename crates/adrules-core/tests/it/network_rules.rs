@@ -242,12 +242,7 @@ fn chain(k: usize) -> (Vec<Vec<i64>>, String) {
 #[test]
 fn multi_dot_oracle_through_ncon_and_einsum() {
     let be = ReferenceBackend;
-    let cases = load(
-        &oracle_dir(env!("CARGO_MANIFEST_DIR"))
-            .unwrap()
-            .join("multi_dot.jsonl"),
-    )
-    .unwrap();
+    let cases = load(&oracle_dir().join("multi_dot.jsonl")).unwrap();
     let mut seen = std::collections::BTreeSet::new();
     let mut zero_size = 0;
     for case in &cases {

@@ -276,7 +276,7 @@ fn replay_success<E: Elem>(case: &OracleCase, ctx: &str) -> Replay {
 #[test]
 fn einsum_oracle_through_dfdx_tape() {
     let real = [DType::F32, DType::F64];
-    let cases = load_for(env!("CARGO_MANIFEST_DIR"), "einsum.jsonl", &real).unwrap();
+    let cases = load_for("einsum.jsonl", &real).unwrap();
     let (mut ran, mut errors, mut skipped) = (0usize, 0usize, Vec::new());
     for case in &cases {
         let ctx = format!("{} ({})", case.id, case.subscripts.as_deref().unwrap());

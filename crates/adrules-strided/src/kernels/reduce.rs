@@ -11,7 +11,13 @@ use adrules_core::Scalar;
 
 use super::engine::{self, Axis, GRAIN_BYTES, Ptr};
 
-/// `Σ_{i<n} f(x[i·sx], y[i·sy])` with independent partial sums for the contiguous case.
+/// Elements summed by one leaf of [`line`]'s pairwise recursion (8 lanes of 128).
+const LEAF: usize = 1024;
+
+/// `Σ_{i<n} f(x[i·sx], y[i·sy])` by pairwise summation over leaves of [`LEAF`] elements,
+/// each summed in 8 independent lanes, on every stride pattern (contiguous, strided, zero
+/// stride). The rounding error grows as `O(ε·log n)` instead of `O(ε·n)`: numpy's
+/// `test_einsum_chunking_precision` (10⁶ copies of `1 + 8196ε`) is met on views too.
 #[inline(always)]
 unsafe fn line<TX: Copy, TY: Copy, TW: Scalar>(
     n: usize,
@@ -21,7 +27,38 @@ unsafe fn line<TX: Copy, TY: Copy, TW: Scalar>(
     sy: isize,
     f: &impl Fn(TX, TY) -> TW,
 ) -> TW {
+    if n <= LEAF {
+        // SAFETY: forwarded.
+        return unsafe { leaf(n, x, sx, y, sy, f) };
+    }
+    // The first half a whole number of leaves, so that the leaves stay aligned.
+    let h = n.div_ceil(2 * LEAF) * LEAF;
+    // SAFETY: both halves lie inside the caller's n elements.
+    unsafe {
+        line(h, x, sx, y, sy, f)
+            + line(
+                n - h,
+                x.offset(h as isize * sx),
+                sx,
+                y.offset(h as isize * sy),
+                sy,
+                f,
+            )
+    }
+}
+
+/// One leaf of [`line`]: at most [`LEAF`] elements in 8 independent partial sums.
+#[inline(always)]
+unsafe fn leaf<TX: Copy, TY: Copy, TW: Scalar>(
+    n: usize,
+    x: *const TX,
+    sx: isize,
+    y: *const TY,
+    sy: isize,
+    f: &impl Fn(TX, TY) -> TW,
+) -> TW {
     const L: usize = 8;
+    let mut acc = [TW::zero(); L];
     // SAFETY: the caller vouches for n elements on both sides.
     unsafe {
         if sx == 1 && sy == 1 {
@@ -29,7 +66,6 @@ unsafe fn line<TX: Copy, TY: Copy, TW: Scalar>(
                 std::slice::from_raw_parts(x, n),
                 std::slice::from_raw_parts(y, n),
             );
-            let mut acc = [TW::zero(); L];
             let (xc, yc) = (xs.chunks_exact(L), ys.chunks_exact(L));
             let (xr, yr) = (xc.remainder(), yc.remainder());
             for (a, b) in xc.zip(yc) {
@@ -43,8 +79,16 @@ unsafe fn line<TX: Copy, TY: Copy, TW: Scalar>(
             }
             s
         } else {
-            let mut s = TW::zero();
-            for i in 0..n as isize {
+            let full = n - n % L;
+            for c in (0..full).step_by(L) {
+                for (l, a) in acc.iter_mut().enumerate() {
+                    let i = (c + l) as isize;
+                    *a += f(*x.offset(i * sx), *y.offset(i * sy));
+                }
+            }
+            let mut s = acc.into_iter().fold(TW::zero(), |s, v| s + v);
+            for i in full..n {
+                let i = i as isize;
                 s += f(*x.offset(i * sx), *y.offset(i * sy));
             }
             s

@@ -13,5 +13,6 @@ mod network_alloc_count;
 mod network_pool;
 mod network_sliced_memory;
 mod primitive_entry;
+mod reduce_precision;
 mod reference;
 mod semantics;

@@ -317,7 +317,7 @@ pub fn accumulate<B: Backend>(be: &B, cfg: &Config) {
 /// The cases of the oracle file `multi_dot.jsonl` (independent PyTorch references) in a
 /// configured dtype; panics when the file is missing or none is.
 pub(crate) fn multi_dot_cases(cfg: &Config) -> Vec<OracleCase> {
-    let dir = oracle_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let dir = oracle_dir();
     let cases: Vec<OracleCase> = load(&dir.join("multi_dot.jsonl"))
         .unwrap()
         .into_iter()

@@ -11,7 +11,7 @@ use crate::oracle::{OracleCase, load_for};
 
 /// The cases of `einsum.jsonl` whose dtype and ranks the config supports.
 fn einsum_cases(cfg: &Config) -> Vec<OracleCase> {
-    let cases: Vec<OracleCase> = load_for(env!("CARGO_MANIFEST_DIR"), "einsum.jsonl", &cfg.dtypes)
+    let cases: Vec<OracleCase> = load_for("einsum.jsonl", &cfg.dtypes)
         .unwrap()
         .into_iter()
         .filter(|case| {

@@ -50,9 +50,10 @@
 //!   as [`NetworkConditions`](adrules_core::implicit::NetworkConditions) on the backend,
 //!   against its closed form).
 //!
-//! The oracle checks read `multi_dot.jsonl` and `einsum.jsonl` from the oracle folder found by
-//! [`oracle_dir`](crate::oracle::oracle_dir) from this crate's manifest directory, and fail
-//! when it is missing.
+//! The oracle checks read `multi_dot.jsonl` and `einsum.jsonl` from
+//! [`oracle_dir`](crate::oracle::oracle_dir), the folder `oracles/` that ships inside this
+//! package: the suite runs the same from this repository and from a git or registry
+//! dependency.
 //!
 //! # Running it on a backend
 //! [`conformance_suite!`](crate::conformance_suite) instantiates one `#[test]` per check for a

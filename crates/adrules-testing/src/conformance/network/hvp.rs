@@ -212,7 +212,7 @@ pub fn network_hvp<B: Backend>(be: &B, cfg: &Config) {
 /// On the first mismatch; when the oracle file is missing or no case with HVPs fits the
 /// config.
 pub fn multi_dot_hvp<B: Backend>(be: &B, cfg: &Config) {
-    let dir = crate::oracle::oracle_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let dir = crate::oracle::oracle_dir();
     let cases = crate::oracle::load(&dir.join("multi_dot.jsonl")).unwrap();
     let mut ran = 0;
     for case in cases
