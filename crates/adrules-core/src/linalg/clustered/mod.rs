@@ -197,7 +197,8 @@ struct Factors<T: ImplicitScalar> {
 /// entry, an `A` or `G` that is not Hermitian (to `√ε·max|·|`), invalid options, no
 /// eigenvalue above the cutoff (an empty `A`, `n = 0`, has none), a leading cluster larger
 /// than `keep` (nothing would be kept) or batch items that keep different counts `k`;
-/// [`Error::DTypeMismatch`] for a complex `G` or `r` with real `A`;
+/// [`Error::DTypeMismatch`] for a `G` of another dtype than `A` or a complex `r` with real
+/// `A`;
 /// [`Error::GaugeIllDefined`] for degenerate `μ` in a kept cluster
 /// (`|μ_p − μ_q| ≤ 16·√n·ε·max|G|`) or a column with `|rᴴw| ≤ n·ε·‖r‖`.
 pub fn eigh_clustered<B: Backend>(
@@ -316,6 +317,14 @@ fn operand<B: Backend>(
     let actual = be.dims(t);
     if actual[..] != *dims {
         return Err(Error::shape(arg, dims, &actual));
+    }
+    // an operand of another precision would be cast silently
+    if be.dtype(t) != dtype {
+        return Err(Error::DTypeMismatch {
+            arg: arg.into(),
+            expected: format!("{dtype}, the dtype of a"),
+            actual: be.dtype(t),
+        });
     }
     checked_host(&be.to_host(t)?, dims, dtype, arg)
 }

@@ -467,6 +467,16 @@ fn bad_input_gets_typed_errors() {
         }
     });
     inv(call(&a, &g_inf, &opts), "g");
+    // a G of another precision than A is refused, not cast
+    for (ga, gg) in [(DType::F64, DType::F32), (DType::F32, DType::F64)] {
+        let (a, g) = (a.to_dtype_projected(ga), g.to_dtype_projected(gg));
+        let o = ClusterOptions::new(6, 1e-3).with_reference(reference(ga));
+        let got = call(&a, &g, &o);
+        assert!(
+            matches!(&got, Err(Error::DTypeMismatch { arg, .. }) if arg == "g"),
+            "A {ga}, G {gg}: {got:?}"
+        );
+    }
     // an empty A has no eigenvalue to keep
     let empty = HostTensor::from_vec(&[0, 0], Vec::<f64>::new()).unwrap();
     let g0 = HostTensor::from_vec(&[0, 0], Vec::<f64>::new()).unwrap();
