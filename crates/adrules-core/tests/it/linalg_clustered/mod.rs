@@ -582,6 +582,24 @@ fn bad_input_gets_typed_errors() {
     // the default reference (largest entry) works there
     let ok = call(&diag_a, &g, &ClusterOptions::new(1, 1e-3));
     assert!(ok.is_ok(), "{ok:?}");
+    // and with the fallback, the column orthogonal to r takes it: the same basis
+    let fallback = ClusterOptions {
+        keep: 1,
+        ..opts.clone()
+    }
+    .with_fallback();
+    let with = eigh_clustered(&be(), &dev(&diag_a), &dev(&g), &fallback).unwrap();
+    let plain = eigh_clustered(
+        &be(),
+        &dev(&diag_a),
+        &dev(&g),
+        &ClusterOptions::new(1, 1e-3),
+    );
+    assert_eq!(host(&with.basis), host(&plain.unwrap().basis));
+    // columns whose overlap does not vanish keep the given reference's phase
+    let given = eigh_clustered(&be(), &dev(&a), &dev(&g), &opts).unwrap();
+    let both = eigh_clustered(&be(), &dev(&a), &dev(&g), &opts.clone().with_fallback()).unwrap();
+    assert_eq!(host(&given.basis), host(&both.basis));
     // cotangents of the wrong shape, non-finite cotangents
     let (_, pb) =
         eigh_clustered_rrule(&be(), &dev(&a), &dev(&g), &opts, RuleOptions::default()).unwrap();
