@@ -261,7 +261,11 @@ fn attach(y: &Tensor, x: &[&Tensor], pullback: Box<NodePullback>) -> Result<Tens
 /// A typed [`Error`] wrapped in candle's error (recover it with
 /// [`adrules_error`](crate::adrules_error)): [`Error::DeviceMismatch`] when the inputs live
 /// on different devices; [`Error::DTypeMismatch`] when an input is not of dtype `T`; the
-/// errors of [`ImplicitFunction::vjp`] (the solver's, the conditions', the linear solver's).
+/// errors of [`ImplicitFunction::vjp`] (the solver's, the conditions', the linear solver's,
+/// a non-finite input or solution, a solution above the function's
+/// [conditions tolerance](ImplicitFunction::with_conditions_tolerance)). In backward:
+/// [`Error::InvalidArgument`] (`"y_bar"`) for a non-finite cotangent (the policy of
+/// [`adrules_core::implicit`]), the linear solver's.
 pub fn implicit<T, Z, A, S, C>(
     func: &ImplicitFunction<T, Z, A, S, C>,
     x: &[&Tensor],
