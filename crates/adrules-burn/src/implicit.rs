@@ -67,6 +67,7 @@ pub struct Implicit {
     conditions: Arc<ConditionsFn>,
     options: SolverOptions,
     structure: Structure,
+    conditions_tolerance: Option<f64>,
 }
 
 impl fmt::Debug for Implicit {
@@ -96,7 +97,18 @@ impl Implicit {
             conditions: Arc::new(conditions),
             options: SolverOptions::default(),
             structure: Structure::General,
+            conditions_tolerance: None,
         }
+    }
+
+    /// Refuses solutions that do not satisfy the conditions: the forward pass evaluates
+    /// `c(x, y)` once more and returns [`Error::NotConverged`] (`"conditions c(x, y)"`) when
+    /// `‖c‖₂ > tolerance` (absolute), as
+    /// [`ImplicitFunction::with_conditions_tolerance`](adrules_core::implicit::ImplicitFunction::with_conditions_tolerance)
+    /// does. Off by default.
+    pub fn with_conditions_tolerance(mut self, tolerance: f64) -> Self {
+        self.conditions_tolerance = Some(tolerance);
+        self
     }
 
     /// Uses these options for the linear solves of the pullback.
@@ -123,9 +135,14 @@ impl Implicit {
     /// Before anything is recorded: [`Error::InvalidArgument`] (`"x"`) for no input; those
     /// of the routing (see [`crate::apply`]), a dtype
     /// other than the inputs' common f32/f64 or a non-rank-1 `y` from the solver
-    /// ([`Error::DTypeMismatch`]), a `y` on another device ([`Error::DeviceMismatch`]), and
-    /// whatever the solver reports.
-    /// In backward (see [`crate::try_backward`] and [`crate::take_backward_errors`]): the
+    /// ([`Error::DTypeMismatch`]), a `y` on another device ([`Error::DeviceMismatch`]),
+    /// whatever the solver reports; a non-finite input or solution ([`Error::InvalidArgument`]
+    /// naming `"x[i]"` or `"y (solver output)"`) and, with a
+    /// [conditions tolerance](Self::with_conditions_tolerance), `‖c(x, y)‖₂` above it
+    /// ([`Error::NotConverged`], `"conditions c(x, y)"`): the policy of
+    /// [`adrules_core::implicit`].
+    /// In backward (see [`crate::try_backward`] and [`crate::take_backward_errors`]): a
+    /// non-finite cotangent ([`Error::InvalidArgument`], `"y_bar"`), the
     /// conditions returning a wrong number of values ([`Error::ShapeMismatch`]) or another
     /// dtype than `y`'s ([`Error::DTypeMismatch`]), both naming `"conditions c(x, y)"`, and
     /// the linear solver's failures.
@@ -165,7 +182,9 @@ impl Rule for Implicit {
         let first = at.x.first().ok_or_else(|| Error::invalid("x", why))?;
         let dtype = at.be.dtype(first);
         for (i, t) in at.x.iter().enumerate() {
-            same_dtype(format!("x[{i}]"), at.be.dtype(t), dtype)?;
+            let arg = format!("x[{i}]");
+            same_dtype(arg.clone(), at.be.dtype(t), dtype)?;
+            device::check_finite(at.be, t, &arg)?;
         }
         let x = at.x.iter().map(flat).collect::<Result<Vec<_>>>()?;
         let device = x[0].device();
@@ -179,8 +198,19 @@ impl Rule for Implicit {
                 actual: format!("{:?}", y.device()),
             });
         }
-        let y = from_tensor::<B, 1>(arg, y)?;
-        Ok((BurnTensor::new(y.clone()), BurnTensor::new(y)))
+        let y = BurnTensor::new(from_tensor::<B, 1>(arg, y)?);
+        device::check_finite(at.be, &y, arg)?;
+        if let Some(tolerance) = self.conditions_tolerance {
+            let point = Conditions {
+                c: Arc::clone(&self.conditions),
+                x,
+                y: flat(&y)?,
+            };
+            let (_, _, c) = point.evaluate(false, false)?;
+            let c = from_tensor::<B, 1>("conditions c(x, y)", c.without_autodiff())?;
+            device::check_conditions(at.be, &BurnTensor::new(c), tolerance)?;
+        }
+        Ok((y.clone(), y))
     }
 
     fn keeps(&self, active: &[bool]) -> Vec<bool> {

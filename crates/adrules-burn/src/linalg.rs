@@ -62,7 +62,7 @@ use burn_backend::Backend;
 use burn_tensor::{Tensor, TensorData};
 
 use crate::backend::BurnBackend;
-use crate::convert::{engine_error, unsupported};
+use crate::convert::{check_dtype, engine_error, unsupported};
 use crate::handle::BurnTensor;
 use crate::node::{At, Cotangents, Rule};
 use crate::tensor::run;
@@ -411,15 +411,25 @@ pub fn eigh<const D: usize>(a: &Tensor<D>, opts: RuleOptions) -> Result<Eigh<D>>
 ///
 /// # Errors
 /// As [`adrules_core::linalg::eigh_clustered_rrule`] (a non-symmetric `A` or `G`, a `G` that
-/// is not `[n, n]`, invalid options, …), and the routing's.
+/// is not `[n, n]`, invalid options, …); [`Error::DTypeMismatch`] (`"g"`) for a `G` of
+/// another dtype than `A`; and the routing's.
 pub fn eigh_clustered<const D: usize>(
     a: &Tensor<D>,
     g: &Tensor<2>,
     opts: &ClusterOptions,
     rule: RuleOptions,
 ) -> Result<ClusteredEigh<D>> {
+    let (want, actual) = (check_dtype("a", a.dtype())?, check_dtype("g", g.dtype())?);
+    if want != actual {
+        return Err(Error::DTypeMismatch {
+            arg: "g".into(),
+            expected: format!("{want}, the dtype of a"),
+            actual,
+        });
+    }
     let gh = g.to_data().convert::<f64>().try_into_vec::<f64>();
-    let gh = HostTensor::from_vec(&g.dims(), gh.map_err(engine_error)?)?;
+    // read through f64, exact for f32 and f64, then back to the one dtype of A and G
+    let gh = HostTensor::from_vec(&g.dims(), gh.map_err(engine_error)?)?.to_dtype_projected(want);
     let which = Which::Clustered(Arc::new((gh, opts.clone(), rule)));
     let ([basis, corner], layout) = decompose(a, which)?;
     let (values, info) = layout

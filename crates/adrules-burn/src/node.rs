@@ -163,19 +163,54 @@ pub(crate) fn primal_only<B: Backend, R: Rule>(
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] (`"loss"`) when `loss` is not tracked by autodiff (burn's
-/// `backward` would panic); otherwise the first error reported during the pass (the
-/// gradients it affected are NaN-filled).
+/// `backward` would panic), or when its graph was already consumed by an earlier backward
+/// pass (burn keeps no graph after a backward pass and panics; that panic is caught before
+/// burn has changed anything, and the graph is left as it was); [`Error::Backend`] for any
+/// other panic inside burn's backward pass; otherwise the first error reported during the
+/// pass (the gradients it affected are NaN-filled).
 pub fn try_backward<const D: usize>(loss: &Tensor<D>) -> Result<TensorGradients> {
     if !loss.is_tracked() {
         let why = "is not tracked by autodiff (no input requires gradients)";
         return Err(Error::invalid("loss", why));
     }
     drop(take_backward_errors());
-    let grads = loss.backward();
+    // burn-autodiff 0.22 panics when the tape was consumed ("Burn does not support
+    // retain_graph"), after validating the graph and before touching it, and releases its
+    // graph lock (parking_lot / spin: no poisoning) while unwinding; there is no public way
+    // to ask first
+    let grads = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| loss.backward()));
+    let grads = grads.map_err(|payload| {
+        drop(take_backward_errors());
+        backward_panic(payload.as_ref())
+    })?;
     take_backward_errors()
         .into_iter()
         .next()
         .map_or(Ok(grads), Err)
+}
+
+/// The typed error of a panic inside burn's backward pass.
+fn backward_panic(payload: &(dyn std::any::Any + Send)) -> Error {
+    let message = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("a panic without a message");
+    if message.contains("retain_graph") || message.contains("already been consumed") {
+        Error::invalid(
+            "loss",
+            format!(
+                "its graph was already consumed by an earlier backward pass (burn keeps no \
+                 graph after backward: combine the losses before one backward pass, or \
+                 recompute the forward pass); burn: {message}"
+            ),
+        )
+    } else {
+        Error::Backend {
+            backend: "burn".into(),
+            message: format!("panicked in the backward pass: {message}"),
+        }
+    }
 }
 
 /// A NaN-filled primitive of `meta`'s primitive shape and dtype on `be`'s device.

@@ -180,7 +180,7 @@ impl<T: CandleScalar> ConditionsVjp<T> for CandleVjp<T> {
 type NodePullback = dyn Fn(&Tensor) -> Result<Tensor> + Send + Sync;
 
 /// The one candle op of both entry points ([`implicit`] and [`Implicit`]): zeros of `y`'s
-/// shape in the forward pass (allocated on the device; the output is `y.detach() + zeros`),
+/// shape in the forward pass (allocated on the device; the output is `zeros + y.detach()`),
 /// the implicit pullback in the backward pass. Its input is every `x` flattened and
 /// concatenated (candle differentiates at most three inputs per op; candle's `cat` hands each
 /// input its slice of the gradient).
@@ -239,7 +239,10 @@ fn attach(y: &Tensor, x: &[&Tensor], pullback: Box<NodePullback>) -> Result<Tens
         pullback,
     };
     let zeros = packed.apply_op1(node).map_err(from_candle)?;
-    (&y.detach() + &zeros).map_err(from_candle)
+    // `zeros + y`, not `y + zeros`: candle's binary ops return their left operand unchanged
+    // when it has no element, and only `zeros` carries the node (an empty `y` would leave
+    // the inputs without a gradient)
+    (&zeros + &y.detach()).map_err(from_candle)
 }
 
 /// Evaluates the implicit function `func` at the candle tensors `x` and records its
@@ -258,7 +261,11 @@ fn attach(y: &Tensor, x: &[&Tensor], pullback: Box<NodePullback>) -> Result<Tens
 /// A typed [`Error`] wrapped in candle's error (recover it with
 /// [`adrules_error`](crate::adrules_error)): [`Error::DeviceMismatch`] when the inputs live
 /// on different devices; [`Error::DTypeMismatch`] when an input is not of dtype `T`; the
-/// errors of [`ImplicitFunction::vjp`] (the solver's, the conditions', the linear solver's).
+/// errors of [`ImplicitFunction::vjp`] (the solver's, the conditions', the linear solver's,
+/// a non-finite input or solution, a solution above the function's
+/// [conditions tolerance](ImplicitFunction::with_conditions_tolerance)). In backward:
+/// [`Error::InvalidArgument`] (`"y_bar"`) for a non-finite cotangent (the policy of
+/// [`adrules_core::implicit`]), the linear solver's.
 pub fn implicit<T, Z, A, S, C>(
     func: &ImplicitFunction<T, Z, A, S, C>,
     x: &[&Tensor],
@@ -338,7 +345,7 @@ type DeviceConditions = dyn Fn(&[Tensor], &Tensor) -> candle_core::Result<Tensor
 /// returns `c` with as many elements as `y`. All inputs and `y` share one dtype, f32 or f64,
 /// and one device. The output is `y`, differentiable with respect to every input.
 ///
-/// The op is `y.detach() + N(x)`, where the custom op `N` returns zeros in its forward pass
+/// The op is `N(x) + y.detach()`, where the custom op `N` returns zeros in its forward pass
 /// (allocated on the device, no copy of `y`) and the implicit pullback in its backward
 /// pass.
 ///
@@ -352,6 +359,7 @@ pub struct Implicit {
     conditions: Arc<DeviceConditions>,
     options: SolverOptions,
     structure: Structure,
+    conditions_tolerance: Option<f64>,
 }
 
 impl std::fmt::Debug for Implicit {
@@ -375,7 +383,17 @@ impl Implicit {
             conditions: Arc::new(conditions),
             options: SolverOptions::default(),
             structure: Structure::General,
+            conditions_tolerance: None,
         }
+    }
+
+    /// Refuses solutions that do not satisfy the conditions: the forward pass evaluates
+    /// `c(x, y)` once more (no graph) and returns [`Error::NotConverged`]
+    /// (`"conditions c(x, y)"`) when `‖c‖₂ > tolerance` (absolute), as
+    /// [`ImplicitFunction::with_conditions_tolerance`] does. Off by default.
+    pub fn with_conditions_tolerance(mut self, tolerance: f64) -> Self {
+        self.conditions_tolerance = Some(tolerance);
+        self
     }
 
     /// Uses these options for the linear solves of the pullback.
@@ -397,8 +415,13 @@ impl Implicit {
     /// [`Error::InvalidArgument`] (`"x"`) for no input; [`Error::DeviceMismatch`] for inputs on
     /// different devices or a `y` on another device; [`Error::DTypeMismatch`] for inputs or
     /// `y` of different dtypes, [`Error::Unsupported`] for a dtype other than f32/f64; the
-    /// solver's errors. In backward (candle returns them from `backward()`): the conditions'
-    /// errors (wrong number of values, dtype) and the linear solver's.
+    /// solver's errors; [`Error::InvalidArgument`] (`"x[i]"` or `"y (solver output)"`) for a
+    /// non-finite input or solution, and with a
+    /// [conditions tolerance](Self::with_conditions_tolerance) [`Error::NotConverged`]
+    /// (`"conditions c(x, y)"`): the policy of [`adrules_core::implicit`]. In backward (candle
+    /// returns them from `backward()`): [`Error::InvalidArgument`] (`"y_bar"`) for a
+    /// non-finite cotangent, the conditions' errors (wrong number of values, dtype) and the
+    /// linear solver's.
     pub fn apply(&self, x: &[&Tensor]) -> candle_core::Result<Tensor> {
         self.record(x).map_err(to_candle)
     }
@@ -413,10 +436,29 @@ impl Implicit {
             check_device(t, &device, &format!("x[{i}]"))?;
             same_dtype(t.dtype(), dtype, &format!("x[{i}]"))?;
         }
+        let be = CandleBackend::new(device.clone());
         let detached: Vec<Tensor> = x.iter().map(|t| t.detach()).collect();
+        for (i, t) in detached.iter().enumerate() {
+            device::check_finite(&be, t, &format!("x[{i}]"))?;
+        }
         let y = (self.solver)(&detached).map_err(from_candle)?.detach();
         check_device(&y, &device, "y (solver output)")?;
         same_dtype(y.dtype(), dtype, "y (solver output)")?;
+        device::check_finite(&be, &y, "y (solver output)")?;
+        if let Some(tolerance) = self.conditions_tolerance {
+            let arg = "conditions c(x, y)";
+            let c = (self.conditions)(&detached, &y).map_err(from_candle)?;
+            if c.elem_count() != y.elem_count() {
+                return Err(Error::shape(
+                    "conditions c(x, y) (elements)",
+                    &[y.elem_count()],
+                    &[c.elem_count()],
+                ));
+            }
+            same_dtype(c.dtype(), dtype, arg)?;
+            let c = c.flatten_all().map_err(from_candle)?;
+            device::check_conditions(&be, &c, tolerance)?;
+        }
         let point = DevicePoint {
             f: self.clone(),
             x: detached,

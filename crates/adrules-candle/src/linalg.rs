@@ -318,7 +318,7 @@ pub fn eigh(a: &Tensor, opts: RuleOptions) -> candle_core::Result<Eigh<CandleBac
 ///
 /// # Errors
 /// As [`adrules_core::linalg::eigh_clustered_rrule`] (a non-symmetric `A` or `G`, a `G` that
-/// is not `[n, n]`, invalid options, …), inside candle's error.
+/// is not `[n, n]` or not of `A`'s dtype, invalid options, …), inside candle's error.
 pub fn eigh_clustered(
     a: &Tensor,
     g: &Tensor,

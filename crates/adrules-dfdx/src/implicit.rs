@@ -46,7 +46,9 @@ use crate::record::{add_fresh, record};
 /// [`Error::RankMismatch`](adrules_core::Error::RankMismatch) /
 /// [`Error::InvalidArgument`](adrules_core::Error::InvalidArgument) when `Out` does not fit
 /// the solver's `y`. The operands (and their tapes) are consumed, also on error. A failure
-/// of the backward pass (the adjoint solve, the maps) is reported as described in
+/// of the backward pass (the adjoint solve, the maps, a non-finite cotangent refused as
+/// [`Error::InvalidArgument`](adrules_core::Error::InvalidArgument) naming `"y_bar"`: the
+/// policy of [`adrules_core::implicit`]) is reported as described in
 /// [`try_backward`](crate::try_backward).
 #[allow(clippy::type_complexity)] // a dfdx tensor and the byproduct, spelled out
 pub fn implicit<Out, E, X, Z, A, S, C>(

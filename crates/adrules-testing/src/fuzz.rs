@@ -84,6 +84,13 @@ pub fn einsum_case(seed: u64) -> (String, Vec<Vec<usize>>) {
                 "...",
             );
         }
+        // an output `...` that no operand has (torch: it stands for no axes); drawn from a
+        // separate stream so that a seed's other draws stay as they were
+        let mut extra = Rng::seed(seed ^ 0xe111_75e5);
+        if !any_ellipsis && extra.below(6) == 0 {
+            let tail = s.len() - s.rfind('>').unwrap_or(0) - 1;
+            s.insert_str(s.len() - extra.below(tail + 1), "...");
+        }
     }
     (s, shapes)
 }

@@ -15,6 +15,8 @@
 //! - [`implicit`]: finite-difference conditions, a reference source of an implicit
 //!   function's linear maps;
 //! - [`naive`]: [`naive_einsum`], a brute-force evaluator of torch's einsum grammar;
+//! - [`grammar`]: einsum calls of torch's grammar with hand-computed values and gradients
+//!   (empty ellipses, empty strings), replayed on every engine;
 //! - [`networks`]: the planner's benchmark networks (lattices, random regular graphs, MPS
 //!   norms) as ncon label lists;
 //! - [`fuzz`]: seeded generators of random API calls (einsum strings and shapes);
@@ -33,6 +35,7 @@ pub mod conformance;
 pub mod fd;
 pub mod forwarding;
 pub mod fuzz;
+pub mod grammar;
 pub mod implicit;
 pub mod naive;
 pub mod networks;

@@ -35,7 +35,8 @@ fn parse_term(t: &str) -> Option<Term> {
 /// shape rules reject the call (parse error, wrong operand count, rank mismatch, a repeated or
 /// unknown output label, dimensions of one letter that neither agree nor are 1 across
 /// operands, unequal dimensions of a letter repeated in one operand, ellipsis dimensions that
-/// neither agree nor are 1). Size-1 axes broadcast, as in torch. The result has the joined dtype of the operands (f64 for none).
+/// neither agree nor are 1). Size-1 axes broadcast, as in torch; an output `...` when no
+/// operand has one is empty, and an empty or blank string is one rank-0 operand. The result has the joined dtype of the operands (f64 for none).
 ///
 /// Cost: the product of every label's dimension times the operand count; for small tests
 /// only.
@@ -43,7 +44,7 @@ pub fn naive_einsum(subscripts: &str, operands: &[&HostTensor]) -> Option<HostTe
     let mut parts = subscripts.split("->");
     let lhs = parts.next()?;
     let rhs = parts.next();
-    if parts.next().is_some() || lhs.trim().is_empty() && rhs.is_none() {
+    if parts.next().is_some() {
         return None;
     }
     let terms: Vec<Term> = lhs.split(',').map(parse_term).collect::<Option<_>>()?;
@@ -79,9 +80,10 @@ pub fn naive_einsum(subscripts: &str, operands: &[&HostTensor]) -> Option<HostTe
     let all: Vec<char> = terms.iter().flat_map(|t| t.0.iter().copied()).collect();
     let output: Term = match rhs {
         Some(r) => {
-            let out = parse_term(r)?;
-            if out.1.is_some() && !any_ellipsis {
-                return None;
+            let mut out = parse_term(r)?;
+            // an ellipsis that no operand has stands for no axes (torch and numpy)
+            if !any_ellipsis {
+                out.1 = None;
             }
             for (i, c) in out.0.iter().enumerate() {
                 if out.0[..i].contains(c) || !all.contains(c) {
@@ -222,7 +224,13 @@ mod tests {
         let r = t(&[1, 2], &[1.0, 10.0]);
         let bc = naive_einsum("...j,...j->...", &[&r, &b]).unwrap();
         assert_eq!(bc.as_slice::<f64>().unwrap(), &[65.0, 87.0]);
-        for bad in ["ij,jk->iik", "ij,jk->iz", "ij->...", "i.j", "ij,jk->ik->i"] {
+        for bad in [
+            "ij,jk->iik",
+            "ij,jk->iz",
+            "ij,jk->...z",
+            "i.j",
+            "ij,jk->ik->i",
+        ] {
             assert!(naive_einsum(bad, &[&a, &b]).is_none(), "{bad}");
         }
         assert!(naive_einsum("ijk,jk->i", &[&a, &b]).is_none());
@@ -231,5 +239,19 @@ mod tests {
         assert_eq!(nb.as_slice::<f64>().unwrap(), &[5.0, 60.0, 7.0, 80.0]);
         // but not within one operand
         assert!(naive_einsum("ii->i", &[&r]).is_none());
+        // torch: an ellipsis no operand has is empty; a blank string is a rank-0 operand
+        let v = t(&[6], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let sum = naive_einsum("R->...", &[&v]).unwrap();
+        assert_eq!(
+            (sum.dims(), sum.as_slice::<f64>().unwrap()),
+            (&[][..], &[21.0][..])
+        );
+        let id = naive_einsum("O->...O", &[&v]).unwrap();
+        assert_eq!(id, v);
+        let x = t(&[], &[-2.5]);
+        for s in ["", " "] {
+            assert_eq!(naive_einsum(s, &[&x]).unwrap(), x, "{s:?}");
+            assert!(naive_einsum(s, &[&v]).is_none(), "{s:?}");
+        }
     }
 }

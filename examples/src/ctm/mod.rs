@@ -371,7 +371,10 @@ where
     /// The clustered eigendecomposition's options: keep χ, clusters at `δ`, the cutoff, and
     /// the phase reference `r = e_(0,0) + e_(0,1)/2` (each column `w` gets the sign that
     /// makes `w[(0,0)] + w[(0,1)]/2` positive; `r` is invariant under the gauge group up to
-    /// the common sign `o_00`).
+    /// the common sign `o_00`). A column with no weight on the rows `(0, ·)` (at low
+    /// temperature, `rᴴw` of order ε) falls back to the sign of its largest entry
+    /// ([`linalg::ClusterOptions::fallback`]): a discrete choice that the iteration keeps
+    /// from step to step.
     fn cluster_options(&self, n: usize) -> Result<linalg::ClusterOptions> {
         let mut r = vec![0.0; n];
         r[0] = 1.0;
@@ -379,7 +382,8 @@ where
         Ok(
             linalg::ClusterOptions::new(self.opts.chi, self.opts.cluster)
                 .with_cutoff(self.opts.cutoff)
-                .with_reference(HostTensor::from_vec(&[n], r)?),
+                .with_reference(HostTensor::from_vec(&[n], r)?)
+                .with_fallback(),
         )
     }
 

@@ -63,6 +63,44 @@ fn default_chi_meets_the_tolerances_at_the_reference_temperatures() {
     }
 }
 
+/// The low-temperature end of the default sweep (`--t-min 1.5`, 21 points: T = 1.5, 1.6,
+/// 1.7) at the default χ = 32 and options. There some columns of the enlarged corner's
+/// basis have no weight on the rows `(0, ·)` that the phase reference reads (`rᴴw` of order
+/// ε); before they fell back to the largest entry's sign, the clustered eigh refused them
+/// (`GaugeIllDefined`) and the sweep failed at T = 1.5 and 1.6. Every point converges, with
+/// the errors within the tolerances of the reference temperatures.
+#[test]
+fn the_low_temperature_end_of_the_default_sweep_converges() {
+    // the binary's defaults, as its sweep turns them into options and temperatures
+    let args = Args::parse_from(["ctmrg"]);
+    let options = CtmOptions {
+        chi: args.chi,
+        tol: args.tol,
+        max_iter: args.max_iter,
+        cluster: args.cluster,
+        solve_tol: args.solve_tol,
+        cutoff: args.cutoff,
+    };
+    let grid = adrules_examples::cli::temperature_grid(args.t_min, args.t_max, args.points);
+    assert_eq!(grid.len(), 21);
+    let ctm = Ctm::new(Strided, options).unwrap();
+    for &t in &grid[..3] {
+        let p = ctm.point(t).unwrap_or_else(|e| panic!("T = {t}: {e}"));
+        let e = adrules_examples::ctmrg::errors(&p);
+        for (k, (e, tol)) in e
+            .iter()
+            .zip(adrules_examples::ctmrg::TOLERANCES)
+            .enumerate()
+        {
+            assert!(
+                e.abs() <= tol,
+                "T = {t}: error {e:e} of {} above {tol:e}",
+                ["f", "u", "c", "M"][k]
+            );
+        }
+    }
+}
+
 /// Below T_c the up state is selected: M against Yang.
 #[test]
 fn magnetization_below_t_c_matches_yang() {

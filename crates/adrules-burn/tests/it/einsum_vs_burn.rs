@@ -341,3 +341,56 @@ fn bad_inputs_are_typed_errors() {
     assert!(b.grad(&grads).is_none());
     assert!(adrules_burn::take_backward_errors().is_empty());
 }
+
+/// torch's grammar beyond burn's own einsum (`adrules_testing::grammar`): an output `...`
+/// when no operand has one is empty (`"R->..."` sums `[6]` to a scalar, `"O->...O"` is the
+/// identity), `""` and `" "` return a rank-0 operand (shape `[1]` in burn). The primal and
+/// the gradient of `Σ C̄ ⊙ C` through burn's backward, against the hand-computed values, in
+/// f32 and f64.
+#[test]
+fn empty_ellipsis_and_empty_strings_follow_torch() {
+    use adrules_testing::grammar::empty_ellipsis_cases;
+    let device = Device::flex().autodiff();
+    let burn_dims = |h: &HostTensor| {
+        if h.dims().is_empty() {
+            vec![1]
+        } else {
+            h.dims().to_vec()
+        }
+    };
+    let up = |h: &HostTensor, dtype: BurnDType| {
+        let v = h
+            .data()
+            .to_c64_vec()
+            .iter()
+            .map(|z| z.re)
+            .collect::<Vec<f64>>();
+        Tensor::<1>::from_data(TensorData::new(v, burn_dims(h)), (&device, dtype))
+    };
+    let host = |h: &HostTensor| {
+        h.data()
+            .to_c64_vec()
+            .iter()
+            .map(|z| z.re)
+            .collect::<Vec<f64>>()
+    };
+    for (dtype, ours) in [
+        (BurnDType::F32, adrules_core::DType::F32),
+        (BurnDType::F64, adrules_core::DType::F64),
+    ] {
+        for case in empty_ellipsis_cases(ours) {
+            let ctx = format!("{:?} {dtype:?}", case.subscripts);
+            let x = up(&case.input, dtype).require_grad();
+            let y: Tensor<1> = adrules_burn::einsum(case.subscripts, [(&x).into()])
+                .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            assert_eq!(y.dims().to_vec(), burn_dims(&case.output), "{ctx}: shape");
+            assert_eq!(values(y.clone()), host(&case.output), "{ctx}: value");
+            let grads = (y * up(&case.cotangent, dtype)).sum().backward();
+            let g = x
+                .grad(&grads)
+                .unwrap_or_else(|| panic!("{ctx}: no gradient"));
+            assert_eq!(values(g), host(&case.vjp), "{ctx}: gradient");
+        }
+    }
+    assert!(adrules_burn::take_backward_errors().is_empty());
+}

@@ -455,6 +455,38 @@ fn eigh_clustered_bad_input_is_a_typed_error() {
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
     let e = eigh_clustered(&at, &gt, &ClusterOptions::new(0, 1e-3), rule).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    // a G of another dtype than A is refused, not cast
+    let g32 = up::<2>(&g.to_dtype_projected(DType::F32), &dev);
+    let e = eigh_clustered(&at, &g32, &opts, rule).unwrap_err();
+    assert!(
+        matches!(&e, Error::DTypeMismatch { arg, .. } if arg == "g"),
+        "{e}"
+    );
+    assert!(take_backward_errors().is_empty());
+}
+
+#[test]
+fn a_second_backward_through_the_same_graph_is_a_typed_error() {
+    // burn keeps no graph after a backward pass and panics on a second one ("Burn does not
+    // support retain_graph"); `try_backward` returns a typed error and leaves burn usable
+    let dev = autodiff();
+    let a = up::<2>(&randn(&[5, 4], 7), &dev).require_grad();
+    let f = svd(&a, SvdMode::Thin, RuleOptions::default()).unwrap();
+    let loss = f.s.sum();
+    let first = down(a.grad(&try_backward(&loss).unwrap()).unwrap());
+    let e = match try_backward(&loss) {
+        Err(e) => e,
+        Ok(_) => panic!("a second backward through a consumed graph was accepted"),
+    };
+    assert!(
+        matches!(&e, Error::InvalidArgument { arg, reason } if arg == "loss"
+            && reason.contains("already consumed")),
+        "{e}"
+    );
+    // a fresh graph over the same leaf still differentiates, to the same gradient
+    let f = svd(&a, SvdMode::Thin, RuleOptions::default()).unwrap();
+    let again = down(a.grad(&try_backward(&f.s.sum()).unwrap()).unwrap());
+    assert_eq!(again, first);
     assert!(take_backward_errors().is_empty());
 }
 

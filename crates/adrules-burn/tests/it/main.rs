@@ -12,6 +12,7 @@ mod einsum_vs_burn;
 mod general_primitives;
 mod gradients;
 mod implicit;
+mod implicit_policy;
 mod linalg;
 mod nn;
 mod tensor_api;

@@ -115,3 +115,26 @@ fn einsum_oracle_through_candle_autograd() {
     assert!(ok >= 60, "only {ok} f32/f64 success cases replayed");
     assert!(errors >= 7, "only {errors} rejected inputs replayed");
 }
+
+/// torch's grammar beyond the oracle file (`adrules_testing::grammar`): an output `...` when
+/// no operand has one is empty (`"R->..."` sums `[6]` to a scalar, `"O->...O"` is the
+/// identity), `""` and `" "` return a rank-0 operand. The primal and candle's gradient of
+/// `Σ C̄ ⊙ C` against the hand-computed values, in f32 and f64.
+#[test]
+fn empty_ellipsis_and_empty_strings_follow_torch() {
+    for dtype in [DType::F32, DType::F64] {
+        for case in adrules_testing::grammar::empty_ellipsis_cases(dtype) {
+            let ctx = format!("{:?} {dtype:?}", case.subscripts);
+            let x = Var::from_tensor(&up(&case.input)).unwrap();
+            let y =
+                einsum(case.subscripts, &[x.as_tensor()]).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            assert_eq!(down(&y), case.output, "{ctx}: value");
+            let loss = (&y * &up(&case.cotangent)).unwrap().sum_all().unwrap();
+            let grads = loss.backward().unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            let g = grads
+                .get(x.as_tensor())
+                .unwrap_or_else(|| panic!("{ctx}: no gradient"));
+            assert_eq!(down(g), case.vjp, "{ctx}: gradient");
+        }
+    }
+}

@@ -398,6 +398,13 @@ fn eigh_clustered_bad_input_is_a_typed_error() {
         matches!(adrules_error(&e), Some(Error::InvalidArgument { .. })),
         "{e}"
     );
+    // a G of another dtype than A is refused, not cast
+    let g32 = up(&g.to_dtype_projected(DType::F32));
+    let e = eigh_clustered(av.as_tensor(), &g32, &opts, rule).unwrap_err();
+    assert!(
+        matches!(adrules_error(&e), Some(Error::DTypeMismatch { arg, .. }) if arg == "g"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -9,6 +9,7 @@ mod general_primitives;
 mod hvp;
 mod implicit;
 mod implicit_device;
+mod implicit_policy;
 mod linalg;
 mod network;
 mod nn;

@@ -166,7 +166,9 @@ pub fn solve_adjoint<B: Backend>(
 /// `Aᴴ·u = −ȳ`, ridge included).
 ///
 /// # Errors
-/// [`Error::ShapeMismatch`] (`"y_bar"`) when `y_bar` is not of shape `[m]`; the errors of
+/// [`Error::ShapeMismatch`] (`"y_bar"`) when `y_bar` is not of shape `[m]`;
+/// [`Error::InvalidArgument`] (`"y_bar"`) for a non-finite `y_bar` (the policy of the
+/// [module](super)); the errors of
 /// [`solve_adjoint`]; the errors of the maps and of the backend; [`Error::NonFinite`]
 /// (`"x_bar[k]"`) for a cotangent that overflows although `y_bar` is finite
 /// ([`crate::finite`]).
@@ -188,7 +190,18 @@ pub fn pullback<B: Backend>(
         DynScalar::from_c64(Complex64::new(-1.0, 0.0), dtype),
         DynScalar::zero(dtype),
     )?;
-    let (u, stats) = solve_adjoint(be, maps, &rhs, options)?;
+    // rhs = −ȳ: a non-finite right-hand side is a non-finite cotangent (the norm the solve
+    // computes anyway tells, so the check costs no extra reduction)
+    let (u, stats) = solve_adjoint(be, maps, &rhs, options).map_err(|e| match e {
+        Error::InvalidArgument { arg, reason } if arg == "right-hand side" => Error::invalid(
+            "y_bar",
+            format!(
+                "{reason}: implicit functions refuse non-finite cotangents (or one whose norm \
+                 is beyond the dtype's range)"
+            ),
+        ),
+        e => e,
+    })?;
     let x_bar = maps.apply_b_adjoint(&u)?;
     for (k, t) in x_bar.iter().enumerate() {
         crate::finite::check(be, || format!("x_bar[{k}]"), t, &[y_bar])?;
@@ -455,6 +468,36 @@ impl<B: Backend, T: ImplicitScalar> KrylovSpace<T> for DeviceKrylov<'_, B, T> {
     fn non_finite(&self, what: &str, value: f64) -> Error {
         non_finite_product(what, value)
     }
+}
+
+/// The forward checks of the adapters' implicit ops on a backend's tensors (the policy of
+/// the [module](super)): [`Error::InvalidArgument`] naming `arg` when `t` has a non-finite
+/// entry (one [`Backend::all_finite`] reduction).
+///
+/// # Errors
+/// As above; the backend's.
+pub fn check_finite<B: Backend>(be: &B, t: &B::Tensor, arg: &str) -> Result<()> {
+    if be.all_finite(t)? {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        arg,
+        "has a non-finite entry: implicit functions refuse non-finite inputs, solutions and \
+         cotangents",
+    ))
+}
+
+/// The residual check of the adapters' implicit ops: `‖c‖₂` of the conditions' values `c` (a
+/// tensor of `be`, any shape; one inner product read back) against `tolerance`, as
+/// [`check_conditions_norm`](super::check_conditions_norm).
+///
+/// # Errors
+/// [`Error::NotConverged`] (`"conditions c(x, y)"`) when `‖c‖₂ > tolerance` or is not
+/// finite; [`Error::InvalidArgument`] (`"conditions_tolerance"`) for a negative or NaN
+/// `tolerance`; the backend's.
+pub fn check_conditions<B: Backend>(be: &B, c: &B::Tensor, tolerance: f64) -> Result<()> {
+    let norm = be.inner(c, c)?.to_c64().re.max(0.0).sqrt();
+    super::check_conditions_norm(norm, tolerance)
 }
 
 /// Whether an adapter's implicit pullback with `options` and `m` unknowns runs on the host

@@ -41,6 +41,7 @@ pub struct ImplicitFunction<T: ImplicitScalar, Z, A: ?Sized, S, C> {
     conditions: C,
     linear_solver: Arc<dyn LinearSolver<T>>,
     on_failure: OnFailure,
+    conditions_tolerance: Option<f64>,
     marker: PhantomData<fn(&A) -> Z>,
 }
 
@@ -80,6 +81,7 @@ where
             conditions,
             linear_solver: Arc::new(SolverOptions::default()),
             on_failure: OnFailure::Error,
+            conditions_tolerance: None,
             marker: PhantomData,
         }
     }
@@ -96,6 +98,26 @@ where
         self
     }
 
+    /// Refuses solutions that do not satisfy the conditions: every linearization
+    /// ([`linearize`](Self::linearize), [`linearize_at`](Self::linearize_at), [`jvp`](Self::jvp),
+    /// [`vjp`](Self::vjp)) checks `‖c(x, y, z, args)‖₂ ≤ tolerance` (absolute, the 2-norm of
+    /// the `m` condition values) and returns [`Error::NotConverged`] (`"conditions c(x, y)"`,
+    /// with the norm reached) otherwise: the implicit function theorem gives the derivatives
+    /// of an exact root, and a solver stopped early has none. Off by default
+    /// ([`Linearization::conditions_norm`] reports the norm either way).
+    ///
+    /// The conditions' source must evaluate `c` ([`LinearMaps::conditions`]: [`VjpMaps`],
+    /// [`NetworkConditions`], [`FnMaps::with_conditions`](super::FnMaps::with_conditions), …); a source that
+    /// does not is refused with [`Error::InvalidArgument`] (`"conditions_tolerance"`), as is a
+    /// negative or NaN `tolerance` (`+∞` accepts any finite norm).
+    ///
+    /// [`VjpMaps`]: super::VjpMaps
+    /// [`NetworkConditions`]: super::NetworkConditions
+    pub fn with_conditions_tolerance(mut self, tolerance: f64) -> Self {
+        self.conditions_tolerance = Some(tolerance);
+        self
+    }
+
     /// Linearizes the conditions at a solution `(y, z)` of `x` computed elsewhere (the solver
     /// is not run) and prepares the linear solver, as
     /// [`linearize`](Self::linearize) does after solving. For engines that rebuild the
@@ -104,8 +126,10 @@ where
     /// # Errors
     /// [`Error::DTypeMismatch`] when an input or `y` is not of dtype `T`;
     /// [`Error::ShapeMismatch`] when the maps' dimensions disagree with `x` and `y`; the
-    /// errors of the conditions; the errors of [`LinearSolver::factorize`] unless the policy
-    /// is [`OnFailure::NanFill`]. Invalid solver options are always errors.
+    /// errors of the conditions; [`Error::NotConverged`] (`"conditions c(x, y)"`) when a
+    /// [conditions tolerance](Self::with_conditions_tolerance) is set and `‖c‖₂` exceeds it;
+    /// the errors of [`LinearSolver::factorize`] unless the policy is [`OnFailure::NanFill`].
+    /// Invalid solver options are always errors.
     pub fn linearize_at(
         &self,
         x: &[HostTensor],
@@ -147,6 +171,16 @@ where
                 &[c.len()],
             ));
         }
+        if let Some(tolerance) = self.conditions_tolerance {
+            let c = maps.conditions().ok_or_else(|| {
+                Error::invalid(
+                    "conditions_tolerance",
+                    "the conditions' source does not evaluate c(x, y) (LinearMaps::conditions \
+                     is None), so the residual cannot be checked",
+                )
+            })?;
+            check_conditions_norm(super::solver::norm(c), tolerance)?;
+        }
         let factorization = match self.linear_solver.factorize(&maps) {
             Ok(f) => Ok(f),
             Err(e) if self.on_failure == OnFailure::NanFill && numerical(&e) => Err(e),
@@ -177,14 +211,19 @@ where
     /// Runs the solver (no derivatives).
     ///
     /// # Errors
-    /// [`Error::DTypeMismatch`] when an input or the solver's `y` is not of dtype `T`, and
-    /// whatever the solver reports.
+    /// [`Error::DTypeMismatch`] when an input or the solver's `y` is not of dtype `T`;
+    /// [`Error::InvalidArgument`] (`"x[i]"`, before the solver runs, or
+    /// `"y (solver output)"`) for a non-finite entry (the non-finite policy of the
+    /// [module](super)); whatever the solver reports.
     pub fn solve(&self, x: &[HostTensor], args: &A) -> Result<(HostTensor, Z)> {
         for (i, t) in x.iter().enumerate() {
-            typed::<T>(t, &format!("x[{i}]"))?;
+            let arg = format!("x[{i}]");
+            typed::<T>(t, &arg)?;
+            check_finite(t, &arg)?;
         }
         let (y, z) = (self.solver)(x, args)?;
         typed::<T>(&y, "y (solver output)")?;
+        check_finite(&y, "y (solver output)")?;
         Ok((y, z))
     }
 
@@ -229,6 +268,48 @@ where
         let (lin, z) = self.linearize(x, args)?;
         Ok((lin.y().clone(), z, lin))
     }
+}
+
+/// [`Error::InvalidArgument`] naming `arg` for the first non-finite entry of `t` (the
+/// non-finite policy of implicit functions: inputs, solutions and cotangents are refused,
+/// not propagated).
+pub(crate) fn check_finite(t: &HostTensor, arg: &str) -> Result<()> {
+    match finite::host_first_non_finite(t) {
+        None => Ok(()),
+        Some(i) => Err(Error::invalid(
+            arg,
+            format!(
+                "entry {i} (row-major) is not finite ({:?}): implicit functions refuse \
+                 non-finite inputs, solutions and cotangents",
+                t.data().get(i)
+            ),
+        )),
+    }
+}
+
+/// The residual check of [`ImplicitFunction::with_conditions_tolerance`] (and of the
+/// adapters' implicit ops): `Ok` when `‖c‖₂ = norm ≤ tolerance`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] (`"conditions_tolerance"`) for a negative or NaN `tolerance`;
+/// [`Error::NotConverged`] (`"conditions c(x, y)"`, 0 iterations: the solver is the
+/// caller's) when `norm` exceeds it or is not finite.
+pub fn check_conditions_norm(norm: f64, tolerance: f64) -> Result<()> {
+    if tolerance.is_nan() || tolerance < 0.0 {
+        return Err(Error::invalid(
+            "conditions_tolerance",
+            format!("{tolerance} is not a non-negative number"),
+        ));
+    }
+    if norm.is_finite() && norm <= tolerance {
+        return Ok(());
+    }
+    Err(Error::NotConverged {
+        arg: "conditions c(x, y)".into(),
+        iterations: 0,
+        residual: norm,
+        tolerance,
+    })
 }
 
 /// `true` for the failures of the linear algebra that [`OnFailure::NanFill`] replaces
@@ -639,9 +720,11 @@ impl<T: ImplicitScalar> Linearization<T> {
     ///
     /// # Errors
     /// [`Error::ShapeMismatch`] / [`Error::DTypeMismatch`] when a cotangent does not match
-    /// `y` or the guess has the wrong length, the solve's errors (see [`OnFailure`]) and the
-    /// maps' errors; [`Error::NonFinite`] (`"x_bar[j][i]"`) for a cotangent that overflows
-    /// although `y` and the cotangents are finite ([`crate::finite`]).
+    /// `y` or the guess has the wrong length; [`Error::InvalidArgument`] (`"y_bar"` for one
+    /// cotangent, `"cotangents[j]"` for a block) for a non-finite cotangent, whatever the
+    /// solver; the solve's errors (see [`OnFailure`]) and the maps' errors;
+    /// [`Error::NonFinite`] (`"x_bar[j][i]"`) for a cotangent that overflows although `y` and
+    /// the cotangents are finite ([`crate::finite`]).
     pub fn vjp_many(
         &self,
         y_bars: &[HostTensor],
@@ -652,6 +735,7 @@ impl<T: ImplicitScalar> Linearization<T> {
         for (j, t) in y_bars.iter().enumerate() {
             let arg = format!("cotangents[{j}]");
             check_tensor::<T>(t, self.inner.y.dims(), &arg)?;
+            check_finite(t, if k == 1 { "y_bar" } else { &arg })?;
             rhs.extend(typed::<T>(t, &arg)?.iter().map(|&v| -v));
         }
         let (u, stats) = self.solve(System::Adjoint, &rhs, k, guess)?;

@@ -123,6 +123,28 @@
 //! A matrix-free solver detects a singular `A` only when the system it solves is
 //! inconsistent (GMRES breakdown, CG curvature); a consistent singular system is solved.
 //! The dense solvers always detect it.
+//!
+//! # Non-finite values and unsolved conditions
+//! One policy for every solver (dense LU and Cholesky, GMRES and CG, on the host or on a
+//! backend's device) and every engine (the adapters' implicit ops follow it):
+//! - **Inputs and solutions** are refused in the **forward** pass: a non-finite entry of an
+//!   input `x` (before the solver runs) or of the solver's `y` is
+//!   [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `"x[i]"` or
+//!   `"y (solver output)"` ([`ImplicitFunction::solve`] and the calls built on it; candle's
+//!   and burn's `Implicit` check the same on the device).
+//! - **Cotangents** `ȳ` with a non-finite entry are refused in the **backward** pass, before
+//!   any solve, with [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming
+//!   `"y_bar"` (as [`crate::linalg`]'s rules name their cotangents), never an all-NaN `x̄`:
+//!   [`Linearization::vjp`], [`Linearization::vjp_many`] (`"cotangents[j]"` for a block),
+//!   [`device::pullback`] and [`device::engine_pullback`].
+//! - A cotangent or tangent that overflows from finite values is
+//!   [`Error::NonFinite`](crate::Error::NonFinite) naming it ([`crate::finite`]).
+//! - **The conditions' residual**: the derivatives are those of an exact root of `c`. With
+//!   [`ImplicitFunction::with_conditions_tolerance`] (and the adapters'
+//!   `with_conditions_tolerance`) a solution with `‖c(x, y)‖₂` above the tolerance is refused
+//!   in the forward pass with [`Error::NotConverged`](crate::Error::NotConverged) naming
+//!   `"conditions c(x, y)"` ([`check_conditions_norm`]); without it,
+//!   [`Linearization::conditions_norm`] reports the norm.
 
 mod cg;
 mod conditions;
@@ -142,7 +164,7 @@ pub use conditions::{Conditions, Point};
 pub use forms::{Argmin, FixedPoint};
 pub use function::{
     CotangentTangent, ImplicitCotangents, ImplicitFunction, ImplicitHvp, ImplicitTangents,
-    Linearization, NoSolver, OnFailure,
+    Linearization, NoSolver, OnFailure, check_conditions_norm,
 };
 pub use maps::{DenseMaps, FnMaps, LinearMaps, Structure};
 pub use network::{NetworkConditions, NetworkMaps, TermOperand};

@@ -66,11 +66,17 @@ impl Network {
     /// The default contraction order ([`Order::Default`](super::Order::Default)) is
     /// optimized ([`Optimizer::Auto`](super::Optimizer::Auto)) over the hypergraph.
     ///
-    /// Rejected, with [`Error::Parse`] naming the byte position: an empty string; more than
-    /// one `->`; a `.` that is not part of `...`, or two ellipses in one term; `...` in the
-    /// output when no operand has one; any character other than an ASCII letter, `,`, `->`,
-    /// `.` and whitespace; a `,` in the output. Rejected with [`Error::InvalidLabel`]: a
-    /// letter repeated in the output, an output letter that no operand has.
+    /// - **Empty ellipsis and empty strings** (torch's and numpy's rule): `...` in the output
+    ///   when no operand has one stands for no axes (`"i->..."` on `[6]` sums to a scalar,
+    ///   `"i->...i"` is the identity); an empty or blank string is one rank-0 operand with an
+    ///   implicit (rank-0) output, so `""` and `" "` return their scalar operand (and refuse
+    ///   an operand of another rank when planned).
+    ///
+    /// Rejected, with [`Error::Parse`] naming the byte position: more than one `->`; a `.`
+    /// that is not part of `...`, or two ellipses in one term; any character other than an
+    /// ASCII letter, `,`, `->`, `.` and whitespace; a `,` in the output. Rejected with
+    /// [`Error::InvalidLabel`]: a letter repeated in the output, an output letter that no
+    /// operand has.
     ///
     /// # Errors
     /// As listed above.
@@ -86,9 +92,6 @@ impl Network {
     /// ```
     pub fn einsum(subscripts: &str) -> Result<Network> {
         let s = subscripts;
-        if s.trim().is_empty() {
-            return Err(parse_error(s, 0, "empty Einstein string"));
-        }
         let mut inputs: Vec<Term> = Vec::new();
         let mut current = Term::default();
         let mut output: Option<Term> = None;
@@ -142,14 +145,11 @@ impl Network {
             .chain([&current])
             .any(|t| t.ellipsis.is_some());
         let output = match output {
-            Some(out) => {
-                if out.ellipsis.is_some() && !any_ellipsis {
-                    let at = s.rfind("...").unwrap_or(s.len());
-                    return Err(parse_error(
-                        s,
-                        at,
-                        "the output has '...' but no operand has one",
-                    ));
+            // torch's and numpy's rule: an ellipsis absent from every operand stands for no
+            // axes, so `...` in the output is empty (`"i->...i"` is `"i->i"`)
+            Some(mut out) => {
+                if !any_ellipsis {
+                    out.ellipsis = None;
                 }
                 out
             }
@@ -204,8 +204,6 @@ mod tests {
         assert_eq!(rank0.num_operands(), 2);
         assert_eq!(Network::einsum("->").unwrap().num_operands(), 1);
         for (bad, pos) in [
-            ("", 0),
-            ("   ", 0),
             ("ij,jk->ik->", 9),
             ("..ij,jk->ik", 0),
             ("ij,jk->i.k", 8),
@@ -215,7 +213,6 @@ mod tests {
             ("ij-jk->ik", 2),
             ("ij>jk->ik", 2),
             ("ié->i", 1),
-            ("ij,jk->...ik", 7),
         ] {
             match Network::einsum(bad) {
                 Err(Error::Parse { position, .. }) => assert_eq!(position, pos, "{bad:?}"),
@@ -242,6 +239,29 @@ mod tests {
             "ai,bi,ci->abci",
         ] {
             assert!(Network::einsum(good).is_ok(), "{good:?}");
+        }
+    }
+
+    #[test]
+    fn absent_ellipsis_and_empty_strings_follow_torch() {
+        // `...` in the output with no operand ellipsis stands for no axes
+        for (s, same) in [
+            ("R->...", "R->"),
+            ("O->...O", "O->O"),
+            ("ij,jk->...ik", "ij,jk->ik"),
+            ("i->i...", "i->i"),
+        ] {
+            let (net, want) = (Network::einsum(s).unwrap(), Network::einsum(same).unwrap());
+            assert!(!net.has_ellipsis(), "{s}");
+            assert_eq!(net.output_labels(), want.output_labels(), "{s}");
+            assert_eq!(net.operand_labels(0), want.operand_labels(0), "{s}");
+        }
+        // an empty or blank string: one rank-0 operand, rank-0 output
+        for s in ["", " ", "   ", "->", " -> "] {
+            let net = Network::einsum(s).unwrap();
+            assert_eq!(net.num_operands(), 1, "{s:?}");
+            assert!(net.operand_labels(0).unwrap().is_empty(), "{s:?}");
+            assert!(net.output_labels().is_empty(), "{s:?}");
         }
     }
 

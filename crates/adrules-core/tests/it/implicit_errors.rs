@@ -109,13 +109,13 @@ fn non_finite_maps_stop_gmres_at_once() {
         matches!(e, Error::InvalidArgument { ref arg, ref reason } if arg == "A = ∂c/∂y" && reason.contains("non-finite")),
         "{e}"
     );
-    // A non-finite right-hand side is refused before any product.
+    // A non-finite cotangent (the right-hand side −ȳ) is refused before any product.
     let f = ImplicitFunction::new(singular_solve, singular_maps)
         .with_linear_solver(SolverOptions::from(Method::Gmres));
     let (lin, ()) = f.linearize(&x1(), &()).unwrap();
     let e = lin.vjp(&t64(&[2], vec![f64::NAN, 0.0])).unwrap_err();
     assert!(
-        matches!(e, Error::InvalidArgument { ref arg, .. } if arg == "right-hand side"),
+        matches!(e, Error::InvalidArgument { ref arg, .. } if arg == "y_bar"),
         "{e}"
     );
 }

@@ -12,6 +12,7 @@ mod implicit_device;
 mod implicit_errors;
 mod implicit_network;
 mod implicit_oracle;
+mod implicit_policy;
 mod implicit_second_order;
 mod implicit_solvers;
 mod linalg_clustered;

@@ -304,3 +304,26 @@ fn einsum_oracle_through_dfdx_tape() {
     );
     assert!(errors >= 7, "only {errors} rejected inputs replayed");
 }
+
+/// torch's grammar beyond the oracle file (`adrules_testing::grammar`): an output `...` when
+/// no operand has one is empty (`"R->..."` sums `[6]` to a scalar, `"O->...O"` is the
+/// identity), `""` and `" "` return a rank-0 operand. The primal and dfdx's gradient of
+/// `Σ C̄ ⊙ C` against the hand-computed values, in f32 and f64.
+#[test]
+fn empty_ellipsis_and_empty_strings_follow_torch() {
+    fn replay<E: Elem>(dtype: DType) {
+        for case in adrules_testing::grammar::empty_ellipsis_cases(dtype) {
+            let ctx = format!("{:?} {dtype:?}", case.subscripts);
+            let xs = vec![Ranked::<E>::from_host(&Cpu::default(), case.input.clone()).unwrap()];
+            let out_rank = case.output.dims().len();
+            let (y, g) = dispatch(case.subscripts, &xs, out_rank, Some(&case.cotangent))
+                .expect("rank ≤ 4")
+                .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            assert_eq!(y, case.output, "{ctx}: value");
+            let g = g.expect("a cotangent was given");
+            assert_eq!(gradient(&g, &xs[0]), case.vjp, "{ctx}: gradient");
+        }
+    }
+    replay::<f32>(DType::F32);
+    replay::<f64>(DType::F64);
+}

@@ -176,3 +176,65 @@ fn errors_are_typed() {
         "{e}"
     );
 }
+
+/// The policy of `adrules_core::implicit` on dfdx's tape, for a dense and a Krylov solver: a
+/// non-finite cotangent `ȳ` is a typed error naming `y_bar` from `try_backward` (before it,
+/// LU returned an all-NaN `x̄`), a non-finite input is refused in the forward pass, and a
+/// conditions tolerance refuses a solver stopped early.
+#[test]
+fn non_finite_policy_and_conditions_tolerance() {
+    let dev: Cpu = Default::default();
+    let x: Tensor<Rank1<2>, f64, Cpu> = dev.tensor_from_vec(vec![1.0, 4.0], (Const,));
+    let s: Tensor<Rank0, f64, Cpu> = dev.tensor_from_vec(vec![2.0], ());
+    for method in [Method::Lu, Method::Gmres] {
+        let f = ImplicitFunction::new(solver::<f64>, conditions::<f64>)
+            .with_linear_solver(SolverOptions::from(method));
+        for bad in [f64::NAN, f64::INFINITY] {
+            let (y, _): (Traced<Rank1<2>>, _) =
+                implicit(&f, (x.clone(), s.leaky_trace()), &()).unwrap();
+            let w: Tensor<Rank1<2>, f64, Cpu> = dev.tensor_from_vec(vec![1.0, bad], (Const,));
+            let e = try_backward((y * w).sum()).unwrap_err();
+            assert!(
+                matches!(&e, Error::InvalidArgument { arg, .. } if arg == "y_bar"),
+                "{method:?}, ȳ with {bad}: {e}"
+            );
+        }
+        let nan: Tensor<Rank1<2>, f64, Cpu> = dev.tensor_from_vec(vec![1.0, f64::NAN], (Const,));
+        let e = implicit::<Rank1<2>, _, _, _, _, _, _>(&f, (nan, s.leaky_trace()), &())
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidArgument { arg, .. } if arg == "x[0]"),
+            "{method:?}: {e}"
+        );
+    }
+    // two Newton steps from 1 are far from √(s·x): refused with a tolerance
+    let early = |x: &[HostTensor], _: &()| -> Result<(HostTensor, usize)> {
+        let (xv, s) = (x[0].as_slice::<f64>()?, x[1].as_slice::<f64>()?[0]);
+        let y = xv
+            .iter()
+            .map(|&xi| (0..2).fold(1.0, |y, _| 0.5 * (y + s * xi / y)))
+            .collect();
+        Ok((HostTensor::from_vec(x[0].dims(), y)?, 2))
+    };
+    let with_values = |p: &Point<usize, ()>| -> Result<FnMaps<f64>> {
+        let (y, x, s) = (
+            p.y_data::<f64>()?,
+            p.x_data::<f64>(0)?,
+            p.x_data::<f64>(1)?[0],
+        );
+        let c = y.iter().zip(x).map(|(y, x)| y * y - s * x).collect();
+        Ok(conditions::<f64>(p)?.with_conditions(c))
+    };
+    let f = ImplicitFunction::new(early, with_values).with_conditions_tolerance(1e-8);
+    let e = implicit::<Rank1<2>, _, _, _, _, _, _>(&f, (x.clone(), s.leaky_trace()), &())
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::NotConverged { arg, .. } if arg == "conditions c(x, y)"),
+        "{e}"
+    );
+    let f = ImplicitFunction::new(solver::<f64>, with_values).with_conditions_tolerance(1e-8);
+    let (y, _): (Traced<Rank1<2>>, _) = implicit(&f, (x, s.leaky_trace()), &()).unwrap();
+    assert!(try_backward(y.sum()).is_ok());
+}

@@ -86,3 +86,44 @@ pub fn einsum_oracle<B: Backend>(be: &B, cfg: &Config) {
         );
     }
 }
+
+/// torch's grammar beyond the oracle file ([`crate::grammar::empty_ellipsis_cases`]): an
+/// output `...` when no operand has one is empty (`"R->..."` on `[6]` sums to a scalar,
+/// `"O->...O"` on `[4]` is the identity), an empty or blank string on a rank-0 operand returns
+/// it. The one-call `einsum` and [`NetworkPlan::rrule`] (the primal and the VJP of the case's
+/// cotangent) against the hand-computed values, in each real dtype of the config.
+///
+/// # Panics
+/// On the first mismatch.
+pub fn einsum_empty_ellipsis<B: Backend>(be: &B, cfg: &Config) {
+    for &dtype in cfg.dtypes.iter().filter(|d| !d.is_complex()) {
+        for case in crate::grammar::empty_ellipsis_cases(dtype) {
+            let s = case.subscripts;
+            let ctx = format!("{s:?} {dtype:?}");
+            let x = be.from_host(case.input.clone()).unwrap();
+            let y = adrules_core::network::einsum(be, s, &[&x])
+                .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            assert_eq!(be.to_host(&y).unwrap(), case.output, "{ctx}: einsum");
+            let net = Network::einsum(s).unwrap();
+            let plan = NetworkPlan::new(&net, &[case.input.dims()], &Order::Default)
+                .unwrap_or_else(|e| panic!("{ctx}: planning: {e}"));
+            let (y, pb) = plan
+                .rrule(be, &[&x], &[true])
+                .unwrap_or_else(|e| panic!("{ctx}: rrule: {e}"));
+            assert_eq!(be.to_host(&y).unwrap(), case.output, "{ctx}: rrule primal");
+            let c = be.from_host(case.cotangent.clone()).unwrap();
+            let g = pb
+                .pullback(&c)
+                .unwrap_or_else(|e| panic!("{ctx}: pullback: {e}"));
+            let g = g[0]
+                .as_ref()
+                .unwrap_or_else(|| panic!("{ctx}: no cotangent"));
+            assert_eq!(be.to_host(g).unwrap(), case.vjp, "{ctx}: VJP");
+            assert_eq!(
+                be.to_host(&x).unwrap(),
+                case.input,
+                "{ctx}: the operand changed"
+            );
+        }
+    }
+}

@@ -40,7 +40,8 @@
 //!   random networks against a stencil on the gradient, Hessian symmetry) and
 //!   [`multi_dot_hvp`](network::multi_dot_hvp) (the `hvp` entries of `multi_dot.jsonl`);
 //! - [`einsum`] — [`einsum_oracle`](einsum::einsum_oracle) (the oracle `einsum.jsonl`, torch's
-//!   grammar, values, JVPs, VJPs and rejected inputs);
+//!   grammar, values, JVPs, VJPs and rejected inputs) and
+//!   [`einsum_empty_ellipsis`](einsum::einsum_empty_ellipsis) (empty ellipses and strings);
 //! - [`linalg`] — [`decomposition_rules`](linalg::decomposition_rules) (SVD, truncated SVD,
 //!   QR and eigh: reconstruction, agreement with the reference backend, adjoint identity,
 //!   the gauge error);
@@ -135,7 +136,8 @@ impl Config {
 /// `tensorscalar_rules`, `swapped_operands_give_identical_cotangents`,
 /// `accumulate_adds_into_existing_buffers`, `multi_dot_oracle_as_pairwise_chain`,
 /// `rule_errors_are_typed`, `network_rules_on_random_networks`,
-/// `multi_dot_oracle_as_network`, `einsum_oracle`, `implicit_linear_fixed_point`,
+/// `multi_dot_oracle_as_network`, `einsum_oracle`, `einsum_empty_ellipsis`,
+/// `implicit_linear_fixed_point`,
 /// `primitive_second_order`, `network_hvp_on_random_networks`, `multi_dot_oracle_hvp`,
 /// `decomposition_rules`, `general_traces_and_adjoints`, `batched_contractions`,
 /// `rules_on_general_patterns`, `finite_output_policy`.
@@ -188,6 +190,10 @@ macro_rules! conformance_suite {
         #[test]
         fn einsum_oracle() {
             $crate::conformance::einsum::einsum_oracle(&$be, &$cfg);
+        }
+        #[test]
+        fn einsum_empty_ellipsis() {
+            $crate::conformance::einsum::einsum_empty_ellipsis(&$be, &$cfg);
         }
         #[test]
         fn implicit_linear_fixed_point() {

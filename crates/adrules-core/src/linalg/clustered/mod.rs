@@ -47,6 +47,14 @@ pub struct ClusterOptions {
     /// `r = e_i` for the first index `i` of largest `|wᵢ|` (not covariant under gauges that
     /// mix indices: give an `r` invariant under the gauge group for a covariant basis).
     pub reference: Option<HostTensor>,
+    /// What a column `w` whose overlap with the given [`reference`](Self::reference)
+    /// vanishes (`|rᴴw| ≤ n·ε·‖r‖`: the reference cannot fix its phase) gets: `false`
+    /// (default) refuses it with [`Error::GaugeIllDefined`]; `true` fixes that column's phase
+    /// by the default reference instead (`e_i` at its largest `|wᵢ|`, an overlap of at least
+    /// `1/√n`), whose rules are those of a per-column reference. Columns whose overlap does
+    /// not vanish are unchanged; the fallback columns are covariant only under gauges that
+    /// do not mix indices.
+    pub fallback: bool,
 }
 
 impl ClusterOptions {
@@ -58,6 +66,7 @@ impl ClusterOptions {
             cutoff: 0.0,
             delta,
             reference: None,
+            fallback: false,
         }
     }
 
@@ -70,6 +79,13 @@ impl ClusterOptions {
     /// The same with a phase reference vector `r: [n]`.
     pub fn with_reference(mut self, reference: HostTensor) -> Self {
         self.reference = Some(reference);
+        self
+    }
+
+    /// The same, with columns orthogonal to the reference falling back to the default
+    /// reference instead of an error (see [`fallback`](Self::fallback)).
+    pub fn with_fallback(mut self) -> Self {
+        self.fallback = true;
         self
     }
 
@@ -197,9 +213,11 @@ struct Factors<T: ImplicitScalar> {
 /// entry, an `A` or `G` that is not Hermitian (to `√ε·max|·|`), invalid options, no
 /// eigenvalue above the cutoff (an empty `A`, `n = 0`, has none), a leading cluster larger
 /// than `keep` (nothing would be kept) or batch items that keep different counts `k`;
-/// [`Error::DTypeMismatch`] for a complex `G` or `r` with real `A`;
+/// [`Error::DTypeMismatch`] for a `G` of another dtype than `A` or a complex `r` with real
+/// `A`;
 /// [`Error::GaugeIllDefined`] for degenerate `μ` in a kept cluster
-/// (`|μ_p − μ_q| ≤ 16·√n·ε·max|G|`) or a column with `|rᴴw| ≤ n·ε·‖r‖`.
+/// (`|μ_p − μ_q| ≤ 16·√n·ε·max|G|`) or a column with `|rᴴw| ≤ n·ε·‖r‖` (unless
+/// [`ClusterOptions::fallback`]).
 pub fn eigh_clustered<B: Backend>(
     be: &B,
     a: &B::Tensor,
@@ -316,6 +334,14 @@ fn operand<B: Backend>(
     let actual = be.dims(t);
     if actual[..] != *dims {
         return Err(Error::shape(arg, dims, &actual));
+    }
+    // an operand of another precision would be cast silently
+    if be.dtype(t) != dtype {
+        return Err(Error::DTypeMismatch {
+            arg: arg.into(),
+            expected: format!("{dtype}, the dtype of a"),
+            actual: be.dtype(t),
+        });
     }
     checked_host(&be.to_host(t)?, dims, dtype, arg)
 }
@@ -505,23 +531,31 @@ fn decompose<T: ImplicitScalar>(
             let mut wc = mm(vc.as_ref(), rot.as_ref());
             let mut q = rot;
             for col in 0..size {
-                let rc: Vec<T> = match &r {
-                    Some(r) => r.clone(),
-                    None => {
-                        let mut best = 0;
-                        for i in 0..n {
-                            if abs(wc[(i, col)]) > abs(wc[(best, col)]) {
-                                best = i;
-                            }
+                // the default reference: e_i at the first largest |w_i| (|w_i| ≥ 1/√n)
+                let largest = |wc: &Mat<T>| -> Vec<T> {
+                    let mut best = 0;
+                    for i in 0..n {
+                        if abs(wc[(i, col)]) > abs(wc[(best, col)]) {
+                            best = i;
                         }
-                        (0..n)
-                            .map(|i| if i == best { T::one() } else { T::zero() })
-                            .collect()
                     }
+                    (0..n)
+                        .map(|i| if i == best { T::one() } else { T::zero() })
+                        .collect()
                 };
-                let rho = (0..n).fold(T::zero(), |s, i| s + cj(rc[i]) * wc[(i, col)]);
-                let rn = r_norm.unwrap_or(1.0);
-                if abs(rho) <= n as f64 * eps::<T>() * rn {
+                let overlap =
+                    |rc: &[T]| (0..n).fold(T::zero(), |s, i| s + cj(rc[i]) * wc[(i, col)]);
+                let vanishes = |rho: T, rn: f64| abs(rho) <= n as f64 * eps::<T>() * rn;
+                let (mut rc, mut rn) = match &r {
+                    Some(r) => (r.clone(), r_norm.unwrap_or(1.0)),
+                    None => (largest(&wc), 1.0),
+                };
+                let mut rho = overlap(&rc);
+                if vanishes(rho, rn) && r.is_some() && opts.fallback {
+                    (rc, rn) = (largest(&wc), 1.0);
+                    rho = overlap(&rc);
+                }
+                if vanishes(rho, rn) {
                     return Err(super::common::gauge_error(
                         "reference",
                         format!(

@@ -467,6 +467,16 @@ fn bad_input_gets_typed_errors() {
         }
     });
     inv(call(&a, &g_inf, &opts), "g");
+    // a G of another precision than A is refused, not cast
+    for (ga, gg) in [(DType::F64, DType::F32), (DType::F32, DType::F64)] {
+        let (a, g) = (a.to_dtype_projected(ga), g.to_dtype_projected(gg));
+        let o = ClusterOptions::new(6, 1e-3).with_reference(reference(ga));
+        let got = call(&a, &g, &o);
+        assert!(
+            matches!(&got, Err(Error::DTypeMismatch { arg, .. }) if arg == "g"),
+            "A {ga}, G {gg}: {got:?}"
+        );
+    }
     // an empty A has no eigenvalue to keep
     let empty = HostTensor::from_vec(&[0, 0], Vec::<f64>::new()).unwrap();
     let g0 = HostTensor::from_vec(&[0, 0], Vec::<f64>::new()).unwrap();
@@ -572,6 +582,24 @@ fn bad_input_gets_typed_errors() {
     // the default reference (largest entry) works there
     let ok = call(&diag_a, &g, &ClusterOptions::new(1, 1e-3));
     assert!(ok.is_ok(), "{ok:?}");
+    // and with the fallback, the column orthogonal to r takes it: the same basis
+    let fallback = ClusterOptions {
+        keep: 1,
+        ..opts.clone()
+    }
+    .with_fallback();
+    let with = eigh_clustered(&be(), &dev(&diag_a), &dev(&g), &fallback).unwrap();
+    let plain = eigh_clustered(
+        &be(),
+        &dev(&diag_a),
+        &dev(&g),
+        &ClusterOptions::new(1, 1e-3),
+    );
+    assert_eq!(host(&with.basis), host(&plain.unwrap().basis));
+    // columns whose overlap does not vanish keep the given reference's phase
+    let given = eigh_clustered(&be(), &dev(&a), &dev(&g), &opts).unwrap();
+    let both = eigh_clustered(&be(), &dev(&a), &dev(&g), &opts.clone().with_fallback()).unwrap();
+    assert_eq!(host(&given.basis), host(&both.basis));
     // cotangents of the wrong shape, non-finite cotangents
     let (_, pb) =
         eigh_clustered_rrule(&be(), &dev(&a), &dev(&g), &opts, RuleOptions::default()).unwrap();
