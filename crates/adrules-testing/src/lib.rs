@@ -22,6 +22,8 @@
 //!   (ChainRulesTestUtils' `test_rrule` and `test_frule`): finite differences of the
 //!   pullback, absent cotangents as zeros, the frule and the adjoint identity, non-mutation
 //!   of the caller's tensors;
+//! - [`samples`]: small rules with known derivatives (one and two outputs, three inputs, a
+//!   failing pullback) for the engines' rule bridges' tests;
 //! - [`oracle`]: replay of independent reference gradients (JSONL oracle files);
 //! - `conformance` (feature `conformance`): the cross-backend conformance suite, split per
 //!   rule group (add, trace, contract, tensorscalar, network, implicit), instantiated for a
@@ -44,6 +46,7 @@ pub mod oracle;
 pub mod random;
 pub mod reference;
 pub mod rule;
+pub mod samples;
 pub mod tolerance;
 pub mod value;
 

@@ -205,6 +205,21 @@ fn a_correct_rule_passes_on_every_dtype() {
 }
 
 #[test]
+fn the_sample_rules_pass() {
+    use adrules_testing::samples::{Fma, Mul, Split};
+    for dtype in [DType::F64, DType::C64] {
+        let be = ReferenceBackend;
+        let [a, b] = inputs(&be, dtype, 11);
+        let [c, _] = inputs(&be, dtype, 12);
+        let config = RuleCheck::default();
+        check_rule(&Mul, &be, &[&a, &b], &config).unwrap();
+        check_rule(&Split, &be, &[&a], &config).unwrap();
+        let r = check_rule(&Fma, &be, &[&a, &b, &c], &config).unwrap();
+        assert!(r.frule.is_some());
+    }
+}
+
+#[test]
 fn each_injected_defect_fails_with_its_error() {
     let be = ReferenceBackend;
     let e = check(&Poly(Fault::Scaled), &be, DType::F64).unwrap_err();
