@@ -4,7 +4,8 @@
 //! whole tensor networks and implicit functions, written once over a backend trait and
 //! plugged into the engines Rust users already have.
 //!
-//! This facade re-exports the modules of [`adrules_core`] ([`rules`], [`network`],
+//! This facade re-exports the modules of [`adrules_core`] ([`rule`], the trait a downstream
+//! crate implements for its own operation, [`rules`], [`network`],
 //! [`implicit`], [`backend`], [`spec`], [`scalar`], [`host`], [`alloc`], [`error`], and
 //! [`math`], the derivations of every rule), the vocabulary types at the top level, a
 //! [`prelude`], and, behind features, the backends: the embedded strided CPU backend as
@@ -40,8 +41,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use adrules_core::{
-    alloc, backend, error, finite, host, implicit, layers, linalg, math, network, rules, scalar,
-    spec,
+    alloc, backend, error, finite, host, implicit, layers, linalg, math, network, rule, rules,
+    scalar, spec,
 };
 
 pub use adrules_core::{
