@@ -15,6 +15,10 @@
 //!   [`rules`], [`linalg`], [`implicit`]) over any [`Backend`], e.g. the embedded `strided`
 //!   backend (default feature `strided`); implement [`Backend`] and check it with the crate
 //!   `adrules-testing`'s `conformance_suite!`.
+//! - Your own operation: implement [`rule::Rule`] once (its `rrule`, optionally its
+//!   `frule`) and it runs on every backend and, through `burn::apply_rule`,
+//!   `candle::apply_rule` and `dfdx::apply_rule`, in every engine; check it with
+//!   `adrules-testing`'s `check_rule`.
 //!
 //! # Example: an einsum and its gradient in burn
 //! ```
@@ -55,7 +59,8 @@
 //! ```
 //!
 //! # Modules
-//! Re-exported from the crate `adrules-core`: [`rules`] (the primitives: permuted add,
+//! Re-exported from the crate `adrules-core`: [`rule`] (the `Rule` trait a downstream
+//! crate implements for its own operation), [`rules`] (the primitives: permuted add,
 //! trace, contraction, and their pullbacks and pushforwards), [`network`] (einsum/ncon
 //! networks, contraction order, plans, slicing, HVPs), [`linalg`] (SVD, QR, eigh, the
 //! clustered eigh, normalize), [`implicit`] (implicit functions, linear solvers),
@@ -78,8 +83,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use adrules_core::{
-    alloc, backend, error, finite, host, implicit, layers, linalg, math, network, rules, scalar,
-    spec,
+    alloc, backend, error, finite, host, implicit, layers, linalg, math, network, rule, rules,
+    scalar, spec,
 };
 
 pub use adrules_core::{

@@ -27,6 +27,10 @@
 //!   [`implicit::device`](adrules_core::implicit::device), no Jacobian assembled and no
 //!   vector copied to the host; dense (LU, Cholesky, small systems) on the host through the
 //!   core's [`VjpMaps`](adrules_core::implicit::VjpMaps).
+//! - [`apply_rule`] ([`mod@rule`]): any [`Rule`](adrules_core::rule::Rule) of the core, a
+//!   downstream crate's own operation with any number of inputs and outputs, on burn's
+//!   user-facing tensors: one node (several outputs: one node and a selector per output,
+//!   the core's `OutputsNode`) whose backward is the rule's pullback.
 //! - [`linalg`]: SVD (thin, full, truncated), QR, symmetric and clustered eigendecomposition
 //!   on burn tensors, each one node of burn's graph whose backward is the core's pullback.
 //! - `BurnBackend::cube` (with a cubecl feature): the core backend on a cubecl device (wgpu,
@@ -84,13 +88,16 @@ mod implicit;
 pub mod linalg;
 pub mod nn;
 mod node;
+pub mod rule;
 mod rules;
+mod select;
 mod tensor;
 
 pub use backend::BurnBackend;
 pub use handle::BurnTensor;
 pub use implicit::Implicit;
 pub use node::{take_backward_errors, try_backward};
+pub use rule::apply as apply_rule;
 pub use rules::{Op, forward, forward_autodiff};
 pub use tensor::{
     Operand, add, apply, contract, einsum, einsum_hvp, ncon, network, network_hvp, trace,

@@ -50,8 +50,7 @@
 //! ([`try_backward`](crate::try_backward), [`take_backward_errors`](crate::take_backward_errors)),
 //! never a silent number.
 
-use std::any::Any;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 
 use adrules_core::linalg::{
     ClusterInfo, ClusterOptions, FactorsNode, FactorsPullback, QrMode, RuleOptions, SvdMode,
@@ -65,6 +64,7 @@ use crate::backend::BurnBackend;
 use crate::convert::{check_dtype, engine_error, unsupported};
 use crate::handle::BurnTensor;
 use crate::node::{At, Cotangents, Rule};
+use crate::select::{self, Select, Stash};
 use crate::tensor::run;
 
 /// `A = U·diag(S)·Vh` as tensors of burn's graph; see the module docs for the shapes.
@@ -148,11 +148,6 @@ struct Layout {
 /// The core's node of a decomposition on the burn backend `B`.
 type Node<B> = Arc<FactorsNode<BurnBackend<B>>>;
 
-/// What the node's primal leaves for the selectors' primals, which run right after it on
-/// the same backend `B`: `(Vec<BurnTensor<B>>, Node<B>)`, the factors and the core's node
-/// (type-erased: a [`Rule`]'s primal is generic over the backend).
-type Stash = Arc<Mutex<Option<Box<dyn Any + Send>>>>;
-
 /// One decomposition of `A` as the node [`Rule`] of the core's [`FactorsNode`] scheme, with
 /// one input (see the module docs).
 #[derive(Clone, Debug)]
@@ -207,8 +202,7 @@ impl Rule for Decompose {
         let _ = self.layout.set(layout);
         let node = Arc::new(FactorsNode::new(pullback));
         let zeros = be.zeros(&[factors.len()], be.dtype(a))?;
-        let stash: Box<dyn Any + Send> = Box::new((factors, node.clone()));
-        *self.stash.lock().unwrap_or_else(PoisonError::into_inner) = Some(stash);
+        select::stash::<B>(&self.stash, factors, node.clone());
         Ok((zeros, node))
     }
 
@@ -220,45 +214,6 @@ impl Rule for Decompose {
     ) -> Cotangents<B> {
         let a_bar = node.pullback(node_bar)?;
         Ok(vec![at.active[0].then_some(a_bar)])
-    }
-}
-
-/// The selector [`Rule`] of factor `index` in the core's [`FactorsNode`] scheme, over the
-/// node's output: its output is the factor, with the shape `dims` of the user-facing
-/// tensor (`factor` in the core's shape).
-#[derive(Clone, Debug)]
-struct Select {
-    index: usize,
-    dims: Vec<usize>,
-    factor: Vec<usize>,
-    stash: Stash,
-}
-
-impl Rule for Select {
-    type Saved<B: Backend> = Node<B>;
-
-    fn primal<B: Backend>(&self, _: &At<'_, B>) -> Result<(BurnTensor<B>, Node<B>)> {
-        let stash = self.stash.lock().unwrap_or_else(PoisonError::into_inner);
-        let (factors, node) = stash
-            .as_ref()
-            .and_then(|s| s.downcast_ref::<(Vec<BurnTensor<B>>, Node<B>)>())
-            .ok_or_else(|| engine_error("the decomposition's factors were not recorded"))?;
-        let factor = factors
-            .get(self.index)
-            .ok_or_else(|| engine_error(format!("no factor {}", self.index)))?;
-        let out = factor.clone().into_primitive_shaped(&self.dims);
-        Ok((BurnTensor::logical(out, &self.dims), node.clone()))
-    }
-
-    fn pullback<B: Backend>(
-        &self,
-        at: &At<'_, B>,
-        node: &Node<B>,
-        c_bar: &BurnTensor<B>,
-    ) -> Cotangents<B> {
-        let c_bar = c_bar.clone().into_primitive_shaped(&self.factor);
-        let node_bar = node.deposit(self.index, BurnTensor::logical(c_bar, &self.factor))?;
-        Ok(vec![at.active[0].then_some(node_bar)])
     }
 }
 
@@ -287,14 +242,14 @@ fn decompose<const D: usize, const N: usize>(
         let rule = Select {
             index,
             dims: dims.to_vec(),
-            factor,
+            output: factor,
             stash,
         };
         run::<_, 1, D>(rule, [(&node).into()])
     };
     let factors: Result<Vec<Tensor<D>>> = layout.shapes.iter().enumerate().map(select).collect();
     // the factors and the node are the selectors' now
-    *stash.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    select::clear(&stash);
     let factors = factors?;
     let n = factors.len();
     let factors = factors

@@ -16,6 +16,9 @@
 //!   differentiable candle ops
 //!   returning the core's factor types; `backward()` through any factor runs the core's
 //!   decomposition pullbacks.
+//! - [`apply_rule`] ([`mod@rule`]): any [`Rule`](adrules_core::rule::Rule) of the core, a
+//!   downstream crate's own operation with `N ≤ 3` inputs and any number of outputs, as a
+//!   differentiable candle op whose backward is the rule's pullback.
 //! - [`fn@implicit`] and [`CandleConditions`] ([`mod@implicit`]): implicit functions whose
 //!   conditions are written with candle tensors; candle's backward gives `Aᴴ·u` and `Bᴴ·u`,
 //!   the core's implicit rule does the rest, and the op registers the implicit pullback (the
@@ -108,6 +111,8 @@ pub mod linalg;
 pub mod network;
 pub mod nn;
 mod ops;
+pub mod rule;
+mod select;
 
 pub use backend::CandleBackend;
 /// The candle version this crate is built against (`=0.11.1`), for callers that need the
@@ -119,6 +124,7 @@ pub use convert::{
 pub use implicit::{CandleConditions, CandleScalar, Implicit, implicit};
 pub use network::{einsum, einsum_hvp, ncon, network, network_hvp};
 pub use ops::{add, contract, trace};
+pub use rule::apply as apply_rule;
 
 /// The code blocks of this crate's `README.md`, compiled and run as doc tests.
 #[cfg(doctest)]

@@ -35,38 +35,28 @@
 //! ([`Error::Unsupported`]). A loss whose gradient depends on the gauge of degenerate
 //! singular or eigen vectors fails in `backward()` with [`Error::GaugeIllDefined`] (use
 //! [`try_backward`](crate::try_backward) to get it typed), never with a number.
+//!
+//! [`Error::Unsupported`]: adrules_core::Error::Unsupported
+//! [`Error::GaugeIllDefined`]: adrules_core::Error::GaugeIllDefined
 
 use std::sync::Arc;
 
-use adrules_core::Error;
 use adrules_core::linalg::{
     ClusterOptions, ClusteredEigh, Eigh, FactorsNode, FactorsPullback, Qr, QrMode, RuleOptions,
     Svd, SvdMode, TruncatedSvd, Truncation, eigh_clustered_rrule, eigh_rrule, qr_rrule, svd_rrule,
     svd_truncated_rrule,
 };
-use candle_core::backend::{BackendDevice, BackendStorage};
-use candle_core::{
-    CpuStorage, CudaStorage, CustomOp1, Layout, MetalStorage, Shape, Storage, Tensor,
-};
+use candle_core::{CpuStorage, CudaStorage, CustomOp1, Layout, MetalStorage, Shape, Tensor};
 
 use crate::backend::CandleBackend;
 use crate::convert::to_candle;
+use crate::select::{Depot, Selector, zeros};
 
 /// The node of a decomposition over `A` (see the module docs): its output is `[F]` zeros,
 /// its backward reads the tickets of its cotangent and runs the pullback.
 struct Node {
     name: &'static str,
     node: Arc<FactorsNode<CandleBackend>>,
-}
-
-/// `[F]` zeros of `s`'s dtype on its device.
-fn zeros<S>(s: &S, count: usize) -> candle_core::Result<(S, Shape)>
-where
-    S: BackendStorage,
-    S::Device: BackendDevice<Storage = S>,
-{
-    let shape = Shape::from(count);
-    Ok((s.device().zeros_impl(&shape, s.dtype())?, shape))
 }
 
 impl CustomOp1 for Node {
@@ -100,77 +90,6 @@ impl CustomOp1 for Node {
     }
 }
 
-/// The selector of factor `index` (see the module docs): its output is `value`, its
-/// backward deposits the factor's cotangent with the node.
-struct Selector {
-    name: &'static str,
-    index: usize,
-    value: Tensor,
-    node: Arc<FactorsNode<CandleBackend>>,
-}
-
-impl Selector {
-    /// The storage of the factor (a copy: candle owns an op's output).
-    fn copy<S>(&self, pick: impl Fn(&Storage) -> Option<&S>) -> candle_core::Result<(S, Shape)>
-    where
-        S: BackendStorage,
-    {
-        let (storage, layout) = self.value.storage_and_layout();
-        let s = pick(&storage).ok_or_else(|| {
-            to_candle(Error::Backend {
-                backend: "candle".into(),
-                message: format!(
-                    "{}: the factors live on {:?}, not on the input's device",
-                    self.name,
-                    self.value.device().location()
-                ),
-            })
-        })?;
-        Ok((s.try_clone(layout)?, self.value.shape().clone()))
-    }
-}
-
-impl CustomOp1 for Selector {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
-    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        self.copy(|s| match s {
-            Storage::Cpu(c) => Some(c),
-            _ => None,
-        })
-    }
-
-    fn cuda_fwd(&self, _: &CudaStorage, _: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
-        self.copy(|s| match s {
-            Storage::Cuda(c) => Some(c),
-            _ => None,
-        })
-    }
-
-    fn metal_fwd(
-        &self,
-        _: &MetalStorage,
-        _: &Layout,
-    ) -> candle_core::Result<(MetalStorage, Shape)> {
-        self.copy(|s| match s {
-            Storage::Metal(c) => Some(c),
-            _ => None,
-        })
-    }
-
-    fn bwd(
-        &self,
-        _node: &Tensor,
-        _res: &Tensor,
-        grad: &Tensor,
-    ) -> candle_core::Result<Option<Tensor>> {
-        let node_bar = self.node.deposit(self.index, grad.clone());
-        node_bar.map(Some).map_err(to_candle)
-    }
-}
-
 /// The factors `x` as nodes of candle's graph over `a` (see the module docs), or as they are
 /// when `a` is not tracked (a constant: no node, nothing kept).
 fn attach<const N: usize>(
@@ -189,7 +108,7 @@ fn attach<const N: usize>(
     };
     let out = a.apply_op1_arc(Arc::new(Box::new(op)))?;
     let select = |(index, value)| {
-        let node = node.clone();
+        let node: Arc<dyn Depot> = node.clone();
         let op = Selector {
             name,
             index,

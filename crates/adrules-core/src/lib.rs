@@ -38,6 +38,9 @@
 //! - [`spec`]: validated index specifications of the primitives and the conjugation flag.
 //! - [`backend`]: the [`Backend`] trait, the primitives every rule is written in.
 //! - [`host`]: [`HostTensor`], dense row-major host data for exchange and tests.
+//! - [`rule`]: the public [`Rule`](rule::Rule) trait: an operation with `N` inputs and `M`
+//!   outputs whose `rrule` (and optional `frule`) is written once over [`Backend`] and runs
+//!   on every backend and engine; its checked drivers and the multi-output node.
 //! - [`rules`]: pullbacks and pushforwards of add, trace, contract and scalar extraction.
 //! - [`error`]: the one [`Error`] type.
 //! - [`network`]: ncon / Einstein-string networks, contraction order, plans and their rules.
@@ -74,6 +77,7 @@ pub mod implicit;
 pub mod layers;
 pub mod linalg;
 pub mod network;
+pub mod rule;
 pub mod rules;
 pub mod scalar;
 pub mod spec;

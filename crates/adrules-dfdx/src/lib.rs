@@ -15,6 +15,9 @@
 //!   [`NetworkPlan`](adrules_core::network::NetworkPlan), an ncon list or an Einstein string)
 //!   as **one** op; its backward pass is the network pullback of [`adrules_core::network`],
 //!   which gives every operand's cotangent at once.
+//! - [`apply_rule`]: any one-output [`Rule`](adrules_core::rule::Rule) of the core, a
+//!   downstream crate's own operation, as one op whose backward is the rule's pullback (a
+//!   rule with several outputs is `Error::Unsupported`: dfdx's tape follows one tensor).
 //! - [`implicit`]: an implicit function (a solver plus conditions) as one op; the backward
 //!   pass applies the implicit-function pullback of [`adrules_core::implicit`].
 //! - [`DfdxBackend`]: the core [`Backend`](adrules_core::Backend) on dfdx tensors of rank
@@ -135,6 +138,7 @@ mod network;
 mod operands;
 mod ops;
 mod record;
+mod rule;
 mod tape;
 
 /// The typed errors of adrules failures inside dfdx backward passes of graphs built on this
@@ -151,6 +155,7 @@ pub use implicit::implicit;
 pub use network::{einsum, ncon, network};
 pub use operands::Operands;
 pub use ops::{add, contract, trace};
+pub use rule::apply_rule;
 pub use tape::{JoinTape, JoinTapes};
 
 /// The code blocks of this crate's `README.md`, compiled and run as doc tests.

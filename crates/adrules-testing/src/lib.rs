@@ -20,6 +20,12 @@
 //! - [`networks`]: the planner's benchmark networks (lattices, random regular graphs, MPS
 //!   norms) as ncon label lists;
 //! - [`fuzz`]: seeded generators of random API calls (einsum strings and shapes);
+//! - [`rule`](mod@rule): [`check_rule`], the test kit of a [`Rule`](adrules_core::rule::Rule)
+//!   (ChainRulesTestUtils' `test_rrule` and `test_frule`): finite differences of the
+//!   pullback, absent cotangents as zeros, the frule and the adjoint identity, non-mutation
+//!   of the caller's tensors;
+//! - [`samples`]: small rules with known derivatives (one and two outputs, three inputs, a
+//!   failing pullback) for the engines' rule bridges' tests;
 //! - [`oracle`]: replay of independent reference gradients (JSONL oracle files);
 //! - `conformance` (feature `conformance`): the cross-backend conformance suite, split per
 //!   rule group (add, trace, contract, tensorscalar, network, implicit), instantiated for a
@@ -42,6 +48,8 @@ pub mod networks;
 pub mod oracle;
 pub mod random;
 pub mod reference;
+pub mod rule;
+pub mod samples;
 pub mod tolerance;
 pub mod value;
 
@@ -51,6 +59,7 @@ pub use implicit::FiniteDifferenceConditions;
 pub use naive::naive_einsum;
 pub use random::Rng;
 pub use reference::ReferenceBackend;
+pub use rule::{RuleCheck, RuleCheckError, RuleReport, check_rule};
 pub use tolerance::Tolerance;
 pub use value::Value;
 

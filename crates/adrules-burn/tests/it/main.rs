@@ -2,7 +2,7 @@
 //! `BurnBackend` over Flex (the strided fast path) and over NdArray (burn's generic ops)
 //! (`conformance`), then what the suite cannot see: the ops inside burn's autodiff graph,
 //! the user-facing `Tensor` API, routing between burn's backends and devices, implicit
-//! functions with burn closures, the decompositions, host transfers and training loops.
+//! functions with burn closures, the decompositions, host transfers, training loops, and any core `Rule` through `apply_rule`.
 
 mod support;
 
@@ -15,6 +15,7 @@ mod implicit;
 mod implicit_policy;
 mod linalg;
 mod nn;
+mod rule;
 mod tensor_api;
 mod training;
 mod transfers;

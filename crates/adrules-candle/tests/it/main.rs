@@ -1,7 +1,7 @@
 //! The integration tests of `adrules-candle`, one binary: the conformance suite on
 //! `CandleBackend` (`conformance`), then what the suite cannot see: the ops inside candle's
 //! own autograd, non-contiguous inputs, the einsum oracle through candle's `backward`,
-//! implicit functions with candle closures, and second order on candle tensors.
+//! implicit functions with candle closures, second order on candle tensors, and any core `Rule` through `apply_rule`.
 
 mod conformance;
 mod einsum_oracle;
@@ -14,3 +14,4 @@ mod linalg;
 mod network;
 mod nn;
 mod ops;
+mod rule;

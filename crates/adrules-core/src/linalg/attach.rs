@@ -2,20 +2,18 @@
 //! (candle's and burn's `linalg` modules), [`FactorsNode`] and [`FactorsPullback`]; the
 //! scheme is on [`FactorsNode`].
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, PoisonError};
-
 use super::{ClusteredEighPullback, EighPullback, QrPullback, SvdCotangents, SvdPullback};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::host::HostTensor;
+use crate::rule::{JointPullback, OutputsNode};
 use crate::scalar::DType;
 
 /// Where the cotangents of a decomposition's factors meet, in an engine whose ops have one
 /// output (candle's custom ops, burn's nodes).
 ///
 /// # The scheme
+/// The rules' multi-output node [`OutputsNode`](crate::rule::OutputsNode) over the
+/// decomposition's pullback (its tickets and errors), with factor-named arguments:
 /// An adapter computes the factors and the pullback once (`svd_rrule`, `qr_rrule`,
 /// `eigh_rrule`, …) and records `1 + F` nodes for `F` factors:
 /// - the **node** over `A`, whose output is a vector `[F]` of zeros (no data of the
@@ -69,30 +67,21 @@ use crate::scalar::DType;
 /// ```
 #[derive(Debug)]
 pub struct FactorsNode<B: Backend> {
-    pullback: FactorsPullback<B>,
-    /// the cotangents deposited and not yet taken, by ticket: (factor, cotangent)
-    deposits: Mutex<HashMap<u32, (usize, B::Tensor)>>,
+    /// the rules' multi-output node, over the decomposition's pullback
+    node: OutputsNode<B, FactorsPullback<B>>,
 }
-
-/// The next ticket (see [`FactorsNode`]): shared by every node, so that a ticket names one
-/// deposit whatever the node.
-static NEXT_TICKET: AtomicU32 = AtomicU32::new(0);
-
-/// The largest ticket: `2²⁴ − 1`, every ticket is exact in f32.
-const MAX_TICKET: u32 = (1 << 24) - 1;
 
 impl<B: Backend> FactorsNode<B> {
     /// The node of a decomposition whose pullback is `pullback`.
     pub fn new(pullback: FactorsPullback<B>) -> Self {
         FactorsNode {
-            pullback,
-            deposits: Mutex::new(HashMap::new()),
+            node: OutputsNode::new(pullback),
         }
     }
 
     /// The number of factors `F` (the length of the node's output and of its cotangent).
     pub fn num_factors(&self) -> usize {
-        self.pullback.num_factors()
+        self.node.num_outputs()
     }
 
     /// Keeps `cotangent`, the cotangent of factor `factor` (shaped as the factor; checked by
@@ -109,14 +98,7 @@ impl<B: Backend> FactorsNode<B> {
             let why = format!("is {factor}, the decomposition has {count} factors");
             return Err(Error::invalid("factor", why));
         }
-        let ticket = NEXT_TICKET.fetch_add(1, Ordering::Relaxed) % MAX_TICKET + 1;
-        let mut node_bar = vec![0.0; count];
-        node_bar[factor] = f64::from(ticket);
-        let (be, dtype) = self.pullback.backend();
-        let node_bar = HostTensor::from_vec(&[count], node_bar)?.to_dtype_projected(dtype.real());
-        let node_bar = be.from_host(node_bar)?;
-        self.lock().insert(ticket, (factor, cotangent));
-        Ok(node_bar)
+        self.node.deposit(factor, cotangent)
     }
 
     /// `Ā` for the node's output cotangent `node_bar` (`[F]`, real: the sum of the vectors
@@ -131,44 +113,24 @@ impl<B: Backend> FactorsNode<B> {
     /// that scaled or mixed the selectors' vectors), and then no deposit is taken; then those
     /// of [`FactorsPullback::pullback_partial`].
     pub fn pullback(&self, node_bar: &B::Tensor) -> Result<B::Tensor> {
-        let (be, _) = self.pullback.backend();
-        let count = self.num_factors();
-        let h = be.to_host(node_bar)?;
-        if h.dims() != [count] {
-            return Err(Error::shape("node_bar", &[count], h.dims()));
-        }
-        if h.dtype().is_complex() {
-            return Err(Error::DTypeMismatch {
-                arg: "node_bar".into(),
-                expected: "a real dtype".into(),
-                actual: h.dtype(),
-            });
-        }
-        let h = h.to_dtype_projected(DType::F64);
-        let mut deposits = self.lock();
-        let is_ticket = |i: usize, t: f64| {
-            let integer = t.fract() == 0.0 && t > 0.0 && t <= f64::from(MAX_TICKET);
-            integer && deposits.get(&(t as u32)).is_some_and(|d| d.0 == i)
-        };
-        let tickets = h.as_slice::<f64>()?;
-        for (i, &t) in tickets.iter().enumerate() {
-            if t != 0.0 && !is_ticket(i, t) {
-                let why = format!("entry {i} ({t:?}) is not the ticket of a deposit of factor {i}");
-                return Err(Error::invalid("node_bar", why));
-            }
-        }
-        let cot: Vec<Option<B::Tensor>> = tickets
-            .iter()
-            .map(|&t| deposits.remove(&(t as u32)).map(|d| d.1))
-            .collect();
-        drop(deposits);
-        self.pullback.pullback_partial(&cot)
+        self.node.pullback(node_bar)
+    }
+}
+
+impl<B: Backend> JointPullback<B> for FactorsPullback<B> {
+    type Output = B::Tensor;
+
+    fn num_outputs(&self) -> usize {
+        self.num_factors()
     }
 
-    /// The deposits, also after a panic elsewhere (they stay consistent: one insert or
-    /// remove at a time).
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, (usize, B::Tensor)>> {
-        self.deposits.lock().unwrap_or_else(PoisonError::into_inner)
+    /// `A`'s backend and dtype.
+    fn ticket_backend(&self) -> (&B, DType) {
+        self.backend()
+    }
+
+    fn pullback_partial(&self, cotangents: &[Option<B::Tensor>]) -> Result<B::Tensor> {
+        FactorsPullback::pullback_partial(self, cotangents)
     }
 }
 

@@ -27,3 +27,4 @@ mod network_rules;
 mod network_second_order;
 mod network_slicing;
 mod network_validation;
+mod rule_drivers;

@@ -1,0 +1,321 @@
+//! Any [`Rule`] of the core (a downstream crate's own operation) as a differentiable candle
+//! op: [`apply`].
+//!
+//! # How
+//! The rule's [`rrule`](adrules_core::rule::rrule) runs once, through the core's checked
+//! driver, on a [`CandleBackend`] for the inputs' device and on the inputs without their
+//! graph; the outputs it computed are attached to candle's graph:
+//! - **one output**: one custom op over the inputs (`CustomOp1`, `2` or `3`) whose output is
+//!   the rule's output and whose backward runs the rule's pullback on candle's cotangent; the
+//!   inputs and the output the rule [keeps](Rule::keeps) are read from candle's graph in
+//!   backward (the op keeps nothing else but the pullback);
+//! - **`M` outputs**: the core's multi-output scheme ([`OutputsNode`]): one custom op over the
+//!   inputs whose output is `[M]` zeros, and per output one selector op over it whose output
+//!   is that output; candle's backward deposits each used output's cotangent with the node and
+//!   the node runs the pullback once, `None` for an output the loss does not use (the rule's
+//!   pullback keeps the inputs and outputs it declared).
+//!
+//! candle owns an op's output, so each output is copied once into candle's storage. Only the
+//! inputs candle tracks (variables, or tensors computed from one) are active and get a
+//! cotangent; with none, the rule's primal runs and its outputs are plain tensors (no node).
+//!
+//! # Errors
+//! As the core's driver ([`adrules_core::rule`]'s errors, the rule's own
+//! [`check`](Rule::check)), plus [`Error::Unsupported`] for a dtype other than f32/f64 or a
+//! rule with more than 3 inputs (candle's custom ops take at most 3), and
+//! [`Error::DeviceMismatch`] naming `"input i"` for inputs on different devices, all as
+//! candle errors carrying the typed error ([`adrules_error`](crate::adrules_error)). A
+//! failure of the pullback inside `backward()` is a candle error carrying the typed error
+//! ([`try_backward`](crate::try_backward) returns it typed).
+
+use std::sync::Arc;
+
+use adrules_core::rule::{self, OutputsNode, Primal, Rule, RulePullback};
+use adrules_core::{Error, Result};
+use candle_core::{CustomOp1, CustomOp2, CustomOp3, Tensor};
+
+use crate::backend::CandleBackend;
+use crate::convert::{check_device, from_candle, tensor_dtype, to_candle};
+use crate::select::{Depot, Selector, copy, zeros};
+
+/// The op name candle reports for every rule's node and selectors.
+const NAME: &str = "adrules-rule";
+
+/// The rule's node over its inputs (see the module docs).
+enum Node {
+    /// one output: the op's output is `value`, its backward the pullback on candle's
+    /// cotangent, the kept inputs and output read from candle's graph
+    Single {
+        value: Tensor,
+        pullback: Box<RulePullback<CandleBackend>>,
+    },
+    /// `M` outputs: the op's output is `[M]` zeros, its backward the core's node
+    Multi(Arc<OutputsNode<CandleBackend, RulePullback<CandleBackend>>>),
+}
+
+impl Node {
+    /// The cotangents of the inputs `x` for the op's output `res` and its cotangent `grad`.
+    fn cotangents(
+        &self,
+        x: &[&Tensor],
+        res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<Vec<Option<Tensor>>> {
+        match self {
+            Node::Single { pullback, .. } => {
+                let keeps = pullback.keeps();
+                let inputs = x
+                    .iter()
+                    .zip(&keeps.inputs)
+                    .map(|(t, &k)| k.then(|| t.detach()))
+                    .collect();
+                let output = keeps.outputs[0].then(|| res.detach());
+                let primal = Primal::new(inputs, vec![output], pullback.active().to_vec());
+                let be = CandleBackend::new(grad.device().clone());
+                pullback.pullback_on(&be, &primal, &[Some(grad.clone())])
+            }
+            Node::Multi(node) => node.pullback(grad),
+        }
+    }
+
+    /// The forward on a storage of any device (`pick` reads the value's storage there).
+    fn forward<S>(
+        &self,
+        s: &S,
+        pick: impl Fn(&candle_core::Storage) -> Option<&S>,
+    ) -> candle_core::Result<(S, candle_core::Shape)>
+    where
+        S: candle_core::backend::BackendStorage,
+        S::Device: candle_core::backend::BackendDevice<Storage = S>,
+    {
+        match self {
+            Node::Single { value, .. } => copy(NAME, value, pick),
+            Node::Multi(node) => zeros(s, node.num_outputs()),
+        }
+    }
+}
+
+/// The forwards of the node for one arity: `$($s: $l),*` name the storages and layouts.
+macro_rules! node_forwards {
+    ($($s:ident : $l:ident),*) => {
+        #[allow(unused_variables)]
+        fn cpu_fwd(
+            &self,
+            $($s: &candle_core::CpuStorage, $l: &candle_core::Layout),*
+        ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
+            let first = [$($s),*][0];
+            self.forward(first, |s| match s {
+                candle_core::Storage::Cpu(c) => Some(c),
+                _ => None,
+            })
+        }
+
+        #[allow(unused_variables)]
+        fn cuda_fwd(
+            &self,
+            $($s: &candle_core::CudaStorage, $l: &candle_core::Layout),*
+        ) -> candle_core::Result<(candle_core::CudaStorage, candle_core::Shape)> {
+            let first = [$($s),*][0];
+            self.forward(first, |s| match s {
+                candle_core::Storage::Cuda(c) => Some(c),
+                _ => None,
+            })
+        }
+
+        #[allow(unused_variables)]
+        fn metal_fwd(
+            &self,
+            $($s: &candle_core::MetalStorage, $l: &candle_core::Layout),*
+        ) -> candle_core::Result<(candle_core::MetalStorage, candle_core::Shape)> {
+            let first = [$($s),*][0];
+            self.forward(first, |s| match s {
+                candle_core::Storage::Metal(c) => Some(c),
+                _ => None,
+            })
+        }
+    };
+}
+
+impl CustomOp1 for Node {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    node_forwards!(s1: l1);
+
+    fn bwd(&self, a: &Tensor, res: &Tensor, grad: &Tensor) -> candle_core::Result<Option<Tensor>> {
+        let mut g = self.cotangents(&[a], res, grad).map_err(to_candle)?;
+        Ok(g.pop().flatten())
+    }
+}
+
+impl CustomOp2 for Node {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    node_forwards!(s1: l1, s2: l2);
+
+    fn bwd(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        let g = self.cotangents(&[a, b], res, grad).map_err(to_candle)?;
+        let mut g = g.into_iter();
+        Ok((g.next().flatten(), g.next().flatten()))
+    }
+}
+
+impl CustomOp3 for Node {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    node_forwards!(s1: l1, s2: l2, s3: l3);
+
+    fn bwd(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        c: &Tensor,
+        res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let g = self.cotangents(&[a, b, c], res, grad).map_err(to_candle)?;
+        let mut g = g.into_iter();
+        Ok((g.next().flatten(), g.next().flatten(), g.next().flatten()))
+    }
+}
+
+/// Runs `rule` on `inputs` (in the rule's order) as a differentiable candle op and returns
+/// its outputs, in order (see the module docs): `loss.backward()` through any of them runs
+/// the rule's pullback. Works on every candle device the rule's primitives run on (CPU,
+/// CUDA, Metal); f32 and f64.
+///
+/// # Errors
+/// See the module docs; every error comes before anything is recorded.
+///
+/// # Example
+/// ```
+/// use adrules_candle::candle_core::{Device, Var};
+/// use adrules_core::rule::{Keeps, Primal, Pullback, Rule, SyncBackend};
+/// use adrules_core::{Backend, Conj, DynScalar, Permutation, Result};
+///
+/// /// `y = 2·x`, `x̄ = 2·ȳ`
+/// #[derive(Debug)]
+/// struct Double;
+///
+/// fn double<B: Backend>(be: &B, x: &B::Tensor) -> Result<B::Tensor> {
+///     let mut y = be.empty(&be.dims(x), be.dtype(x))?;
+///     let id = Permutation::identity(be.rank(x));
+///     be.add(&mut y, x, &id, Conj::No, DynScalar::F64(2.0), DynScalar::F64(0.0))?;
+///     Ok(y)
+/// }
+///
+/// impl Rule for Double {
+///     fn name(&self) -> &str { "double" }
+///     fn num_inputs(&self) -> usize { 1 }
+///     fn num_outputs(&self) -> usize { 1 }
+///     fn keeps(&self, _: &[bool]) -> Keeps { Keeps::none(1, 1) }
+///     fn rrule<B: SyncBackend>(
+///         &self, be: &B, x: &[&B::Tensor], _: &[bool],
+///     ) -> Result<(Vec<B::Tensor>, Box<dyn Pullback<B>>)> {
+///         let pb = |be: &B, _: &Primal<B>, c: &[Option<B::Tensor>]| -> Result<Vec<Option<B::Tensor>>> {
+///             Ok(vec![c[0].as_ref().map(|c| double(be, c)).transpose()?])
+///         };
+///         Ok((vec![double(be, x[0])?], Box::new(pb)))
+///     }
+/// }
+///
+/// # fn main() -> candle_core::Result<()> {
+/// let x = Var::new(&[1.0f64, 2.0, 3.0], &Device::Cpu)?;
+/// let y = adrules_candle::apply_rule(&Double, &[x.as_tensor()])?;
+/// let grads = y[0].sum_all()?.backward()?;
+/// assert_eq!(grads.get(x.as_tensor()).unwrap().to_vec1::<f64>()?, vec![2.0; 3]);
+/// # Ok(())
+/// # }
+/// ```
+pub fn apply<R: Rule>(rule: &R, inputs: &[&Tensor]) -> candle_core::Result<Vec<Tensor>> {
+    run(rule, inputs).map_err(to_candle)
+}
+
+fn run<R: Rule>(rule: &R, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    let first = inputs.first().ok_or_else(|| Error::CountMismatch {
+        arg: "inputs".into(),
+        expected: rule.num_inputs(),
+        actual: 0,
+    })?;
+    if inputs.len() != rule.num_inputs() {
+        return Err(Error::CountMismatch {
+            arg: "inputs".into(),
+            expected: rule.num_inputs(),
+            actual: inputs.len(),
+        });
+    }
+    for (i, t) in inputs.iter().enumerate() {
+        let arg = format!("input {i}");
+        tensor_dtype(t, &arg)?;
+        check_device(t, first.device(), &arg)?;
+    }
+    let be = CandleBackend::new(first.device().clone());
+    let detached: Vec<Tensor> = inputs.iter().map(|t| t.detach()).collect();
+    let refs: Vec<&Tensor> = detached.iter().collect();
+    let active: Vec<bool> = inputs.iter().map(|t| t.track_op()).collect();
+    if !active.contains(&true) {
+        return rule::primal(rule, &be, &refs);
+    }
+    if inputs.len() > 3 {
+        return Err(Error::Unsupported {
+            backend: "candle".into(),
+            what: format!(
+                "rule `{}` with {} inputs as a differentiable op (candle's custom ops take at \
+                 most 3 inputs)",
+                rule.name(),
+                inputs.len()
+            ),
+        });
+    }
+    let (mut outputs, mut pullback) = rule::rrule(rule, &be, &refs, &active)?;
+    let node = if outputs.len() == 1 {
+        // the kept inputs and output come from candle's graph in backward
+        pullback.take_primal();
+        Node::Single {
+            value: outputs.remove(0),
+            pullback: Box::new(pullback),
+        }
+    } else {
+        Node::Multi(Arc::new(OutputsNode::new(pullback)))
+    };
+    let multi = match &node {
+        Node::Multi(n) => Some(n.clone()),
+        Node::Single { .. } => None,
+    };
+    let out = match inputs {
+        [a] => a.apply_op1_arc(Arc::new(Box::new(node))),
+        [a, b] => a.apply_op2_arc(b, Arc::new(Box::new(node))),
+        [a, b, c] => a.apply_op3_arc(b, c, Arc::new(Box::new(node))),
+        _ => return Err(Error::invalid("inputs", "1 to 3 inputs (checked above)")),
+    }
+    .map_err(from_candle)?;
+    let Some(node) = multi else {
+        return Ok(vec![out]);
+    };
+    outputs
+        .into_iter()
+        .enumerate()
+        .map(|(index, value)| {
+            let node: Arc<dyn Depot> = node.clone();
+            let op = Selector {
+                name: NAME,
+                index,
+                value,
+                node,
+            };
+            out.apply_op1_arc(Arc::new(Box::new(op)))
+                .map_err(from_candle)
+        })
+        .collect()
+}
