@@ -13,6 +13,9 @@
 //! - [`deq`] (binary `deq`, features `burn` and/or `candle`): a deep-equilibrium classifier
 //!   trained through the implicit gradient of its fixed point on burn and candle, their loss
 //!   curves compared, and the implicit against the unrolled gradient's peak heap.
+//! - [`own_rule`]: writing your own rule as a downstream crate would: a numerically stable
+//!   `logsumexp` over chosen axes and a two-output `(max, argmax)`, checked by `check_rule`,
+//!   run as candle and burn ops (tests `own_rule`).
 //! - [`cli`]: what both share (backend choice, output files written only on success, charts);
 //!   [`onsager`]: the exact solutions.
 //!
@@ -30,6 +33,7 @@ pub mod deq;
 pub mod ising;
 pub mod ising2d;
 pub mod onsager;
+pub mod own_rule;
 
 /// Counts the heap in use and its peak (`ctmrg --memory`, and the memory test).
 #[global_allocator]

@@ -9,5 +9,6 @@ mod ctmrg;
 mod ctmrg_memory;
 mod deq;
 mod ising2d;
+mod own_rule;
 #[cfg(feature = "mpi")]
 mod sliced_mpi;
