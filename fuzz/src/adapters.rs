@@ -230,27 +230,27 @@ fn empty_outcome() -> Outcome {
     }
 }
 
-mod burn_target {
+pub(crate) mod burn_target {
     use adrules::burn::burn_tensor::{DType as BDType, Device, Gradients, Tensor, TensorData};
     use adrules::burn::{Operand, try_backward};
 
     use super::*;
 
     /// Reads a leaf's gradient out of burn's gradients.
-    pub(super) type GradientOf = Box<dyn Fn(&Gradients) -> Option<Vec<f64>>>;
+    pub(crate) type GradientOf = Box<dyn Fn(&Gradients) -> Option<Vec<f64>>>;
 
     /// An operand on Flex with autodiff, tracked, and how to read it and its gradient.
-    pub(super) struct Leaf {
-        pub(super) operand: Operand,
-        pub(super) value: Box<dyn Fn() -> Vec<f64>>,
-        pub(super) gradient: GradientOf,
+    pub(crate) struct Leaf {
+        pub(crate) operand: Operand,
+        pub(crate) value: Box<dyn Fn() -> Vec<f64>>,
+        pub(crate) gradient: GradientOf,
     }
 
-    pub(super) fn device() -> Device {
+    pub(crate) fn device() -> Device {
         Device::flex().autodiff()
     }
 
-    pub(super) fn dtype(d: DType) -> BDType {
+    pub(crate) fn dtype(d: DType) -> BDType {
         if d == DType::F64 {
             BDType::F64
         } else {
@@ -258,7 +258,7 @@ mod burn_target {
         }
     }
 
-    pub(super) fn values<const D: usize>(t: &Tensor<D>) -> Vec<f64> {
+    pub(crate) fn values<const D: usize>(t: &Tensor<D>) -> Vec<f64> {
         t.clone().into_data().iter::<f64>().collect()
     }
 
@@ -273,7 +273,7 @@ mod burn_target {
     }
 
     /// The host tensor `h` as a burn leaf (rank 0 as shape `[1]`); `None` above rank 8.
-    pub(super) fn leaf(h: &HostTensor, dt: BDType) -> Option<Leaf> {
+    pub(crate) fn leaf(h: &HostTensor, dt: BDType) -> Option<Leaf> {
         let v = Reference::values(h);
         let dims = if h.dims().is_empty() {
             vec![1]
@@ -294,10 +294,10 @@ mod burn_target {
     }
 
     /// The value of the call, and the gradients of `Σ C ⊙ C̄` when `c_bar` is given.
-    pub(super) type Run = adrules::Result<(Vec<f64>, Option<Gradients>)>;
+    pub(crate) type Run = adrules::Result<(Vec<f64>, Option<Gradients>)>;
 
     /// `einsum::<N, D>` on `ops`, then burn's backward of `Σ C ⊙ C̄`.
-    pub(super) fn run<const N: usize, const D: usize>(
+    pub(crate) fn run<const N: usize, const D: usize>(
         s: &str,
         ops: Vec<Operand>,
         c_bar: Option<(&HostTensor, BDType)>,

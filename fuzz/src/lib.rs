@@ -28,10 +28,33 @@
 //!   (candle: f32 and f64 on its CPU device; burn: f32 and f64 on Flex with autodiff; dfdx:
 //!   f64 with a `Vec` of operands of one rank), then the engine's own backward pass of
 //!   `Σ C ⊙ C̄`: the same calls accepted as the core, the same values, the core pullback's
-//!   gradients, the operands unchanged.
+//!   gradients, the operands unchanged;
+//! - **candle-linalg**, **burn-linalg**: the decompositions as engine nodes
+//!   (`adrules::candle::linalg`, `adrules::burn::linalg`: `svd` thin and full, `qr` reduced
+//!   and complete, `eigh`; f32 and f64) on the linalg target's special matrices: the same
+//!   refusals as the core's rrules (the same kind of typed error), the core's factors, and
+//!   from the engine's own backward pass of a gauge-invariant loss (`Σ W ⊙ S`, `Σ W ⊙ λ`,
+//!   `Σ W_Q ⊙ Q + Σ W_R ⊙ R`) the core pullback's cotangent of `A` or the same kind of
+//!   typed error (`try_backward`), `A` unchanged;
+//! - **rules**: the engines' rule bridges (`apply_rule` of candle, burn and dfdx) with the
+//!   sample rules of [`adrules_testing::samples`] (`Mul`, `Split`, `Fma`, `Failing`) on
+//!   random shapes of rank 0 to 3 (zero-size axes, mismatched shapes): the same refusals as
+//!   the core's driver [`adrules::rule::rrule`], its outputs and its pullback's cotangents
+//!   bit for bit, `Failing` a typed error of `try_backward`, dfdx's `Split` an
+//!   `Error::Unsupported`, the inputs unchanged;
+//! - **implicit**: the engines' `Implicit` (candle, burn) with the conditions
+//!   `c = A·y − x` written as engine closures and a dense solver, on random,
+//!   ill-conditioned, singular and non-finite systems and cotangents: the closed form
+//!   `x̄ = A⁻ᵀ·ȳ`, `Ā = −x̄·yᵀ` (up to a backward error), or a typed error (a non-finite
+//!   input refused in the forward pass, a non-finite cotangent or a singular adjoint system
+//!   in the backward pass), never a NaN gradient;
+//! - **layers**: the engines' layers (`adrules::candle::nn`, `adrules::burn::nn`: the einsum
+//!   layer on the einsum target's calls, the deep-equilibrium layer on random
+//!   configurations) on valid and invalid configurations and inputs: the core's refusals
+//!   (`adrules::layers`), the core's einsum value, a fixed point, finite gradients.
 //!
 //! Inputs are dealt to the targets by a fixed [`SCHEDULE`] (the cheap targets get more of
-//! them). A failing input is reduced by [`shrink`]: the smallest input of the same target and
+//! them; every target at least 2 of its 64 slots). A failing input is reduced by [`shrink`]: the smallest input of the same target and
 //! kind of finding among related seeds, saved as the reproducer.
 //!
 //! For every input the fuzz records a panic (caught), a wrong value, a mutated input (every
@@ -46,6 +69,10 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 
 mod adapters;
+mod bridges;
+mod engines;
+mod implicit;
+mod layers;
 mod rules;
 mod targets;
 
@@ -73,14 +100,24 @@ pub enum Target {
     Burn,
     /// the dfdx adapter's einsum and dfdx's backward
     Dfdx,
+    /// the decompositions as candle nodes against the core's rrules
+    CandleLinalg,
+    /// the decompositions as burn nodes against the core's rrules
+    BurnLinalg,
+    /// the engines' rule bridges (`apply_rule`) against the core's driver
+    Rules,
+    /// the engines' implicit functions on a dense linear system
+    Implicit,
+    /// the engines' layers (einsum, deep equilibrium)
+    Layers,
 }
 
 /// Which target input `i` goes to: `SCHEDULE[i % SCHEDULE.len()]` indexes [`Target::ALL`].
-/// Out of 64 inputs: 22 einsum, 14 linalg, 8 sizes, 8 gradient, 2 planner, 2 threads,
-/// 3 candle, 3 burn, 2 dfdx.
+/// Out of 64 inputs: 18 einsum, 10 linalg, 8 sizes, 6 gradient, 2 planner, 2 threads,
+/// 3 candle, 3 burn, 2 dfdx, 2 candle-linalg, 2 burn-linalg, 2 rules, 2 implicit, 2 layers.
 pub const SCHEDULE: [u8; 64] = {
     let mut s = [0u8; 64];
-    let counts = [22, 14, 8, 8, 2, 2, 3, 3, 2];
+    let counts = [18, 10, 8, 6, 2, 2, 3, 3, 2, 2, 2, 2, 2, 2];
     let mut i = 0;
     let mut t = 0;
     while t < counts.len() {
@@ -92,6 +129,7 @@ pub const SCHEDULE: [u8; 64] = {
         }
         t += 1;
     }
+    assert!(i == 64, "the counts of SCHEDULE must sum to 64");
     // spread the heavy targets over the cycle instead of running them back to back
     let mut out = [0u8; 64];
     let mut j = 0;
@@ -104,7 +142,7 @@ pub const SCHEDULE: [u8; 64] = {
 
 impl Target {
     /// Every target, in the order inputs are dealt to them.
-    pub const ALL: [Target; 9] = [
+    pub const ALL: [Target; 14] = [
         Target::Einsum,
         Target::Linalg,
         Target::Sizes,
@@ -114,6 +152,11 @@ impl Target {
         Target::Candle,
         Target::Burn,
         Target::Dfdx,
+        Target::CandleLinalg,
+        Target::BurnLinalg,
+        Target::Rules,
+        Target::Implicit,
+        Target::Layers,
     ];
 
     /// The target's name, as in reproducer files.
@@ -128,6 +171,11 @@ impl Target {
             Target::Candle => "candle",
             Target::Burn => "burn",
             Target::Dfdx => "dfdx",
+            Target::CandleLinalg => "candle-linalg",
+            Target::BurnLinalg => "burn-linalg",
+            Target::Rules => "rules",
+            Target::Implicit => "implicit",
+            Target::Layers => "layers",
         }
     }
 
@@ -148,6 +196,11 @@ impl Target {
             Target::Candle => adapters::candle(seed),
             Target::Burn => adapters::burn(seed),
             Target::Dfdx => adapters::dfdx(seed),
+            Target::CandleLinalg => engines::candle(seed),
+            Target::BurnLinalg => engines::burn(seed),
+            Target::Rules => bridges::rules(seed),
+            Target::Implicit => implicit::implicit(seed),
+            Target::Layers => layers::layers(seed),
         }
     }
 
@@ -157,6 +210,10 @@ impl Target {
         match self {
             Target::Linalg => targets::linalg_size(seed),
             Target::Sizes => targets::sizes_size(seed),
+            Target::CandleLinalg | Target::BurnLinalg => engines::size(seed),
+            Target::Rules => bridges::size(seed),
+            Target::Implicit => implicit::size(seed),
+            Target::Layers => layers::size(seed),
             _ => {
                 let seed = match self {
                     Target::Dfdx => adapters::dfdx_seed(seed).unwrap_or(seed),
@@ -211,7 +268,7 @@ pub enum Budget {
 #[derive(Clone, Debug, Default)]
 pub struct Report {
     /// inputs run, per target (in the order of [`Target::ALL`])
-    pub inputs: [u64; 9],
+    pub inputs: [u64; Target::ALL.len()],
     /// inputs that panicked
     pub panics: u64,
     /// inputs slower than [`HANG_SECONDS`]

@@ -62,8 +62,8 @@ pub(crate) fn einsum(seed: u64) -> Result<(), Finding> {
 }
 
 /// The kinds of matrices the decompositions are fuzzed on.
-#[derive(Clone, Copy, Debug)]
-enum Kind {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
     Random,
     Zero,
     RankOne,
@@ -74,7 +74,7 @@ enum Kind {
     Infinite,
 }
 
-const KINDS: [Kind; 8] = [
+pub(crate) const KINDS: [Kind; 8] = [
     Kind::Random,
     Kind::Zero,
     Kind::RankOne,
@@ -91,7 +91,7 @@ fn pow2(k: i32) -> f64 {
 }
 
 /// A `[batch…, m, n]` matrix of `kind` in `dtype`.
-fn matrix(
+pub(crate) fn matrix(
     rng: &mut Rng,
     batch: &[usize],
     m: usize,
@@ -141,7 +141,7 @@ fn matrix(
 }
 
 /// `(A + Aᴴ)/2` for each matrix of a square batch.
-fn hermitian(a: &HostTensor) -> HostTensor {
+pub(crate) fn hermitian(a: &HostTensor) -> HostTensor {
     let dims = a.dims().to_vec();
     let n = dims[dims.len() - 1];
     let v = a.data().to_c64_vec();
@@ -155,7 +155,7 @@ fn hermitian(a: &HostTensor) -> HostTensor {
 }
 
 /// The same dtype, shape and bits (a NaN equals itself).
-fn same(x: &HostTensor, y: &HostTensor) -> bool {
+pub(crate) fn same(x: &HostTensor, y: &HostTensor) -> bool {
     let bits = |h: &HostTensor| -> Vec<(u64, u64)> {
         h.data()
             .to_c64_vec()
@@ -166,7 +166,7 @@ fn same(x: &HostTensor, y: &HostTensor) -> bool {
     x.dtype() == y.dtype() && x.dims() == y.dims() && bits(x) == bits(y)
 }
 
-fn finite(h: &HostTensor) -> bool {
+pub(crate) fn finite(h: &HostTensor) -> bool {
     h.data()
         .to_c64_vec()
         .iter()

@@ -6,7 +6,8 @@ use adrules_fuzz::{Budget, Target, parse_reproducers, run, run_one};
 
 /// A fixed number of inputs, not a time budget: the count each target gets must not depend
 /// on the machine's load (a 5 s budget gave one target 88 inputs on a loaded machine). 3,200
-/// inputs give the rarest targets (2 of the schedule's 64 slots) 100 each, about 5 s here.
+/// inputs give the rarest targets (2 of the schedule's 64 slots: planner, threads, dfdx and
+/// the five engine targets) 100 each, 5 to 10 s here (2 cores, optimized test profile).
 #[test]
 fn a_short_fuzz_of_every_target_finds_nothing() {
     let r = run(0x0adf, Budget::Inputs(3_200));
