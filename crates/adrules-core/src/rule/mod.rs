@@ -144,11 +144,13 @@
 //! [`Error::DTypeMismatch`]: crate::Error::DTypeMismatch
 //! [`Error::InvalidArgument`]: crate::Error::InvalidArgument
 
+mod builtin;
 mod node;
 mod run;
 
 use std::fmt::Debug;
 
+pub use builtin::{EighRule, QrRule, SvdRule};
 pub use node::{JointPullback, OutputsNode};
 pub use run::{RulePullback, frule, primal, rrule};
 

@@ -171,7 +171,11 @@ fn non_finite_inputs_and_solutions_are_refused_in_the_forward_pass() {
         let x = vec![t64(&[3], vec![1.0, bad, 4.0])];
         refused(f.solve(&x, &()), "x[0]", "solve");
         refused(f.vjp(&x, &()).map(|r| r.0), "x[0]", "vjp");
-        refused(f.jvp(&x, &(), std::slice::from_ref(&x)).map(|r| r.0), "x[0]", "jvp");
+        refused(
+            f.jvp(&x, &(), std::slice::from_ref(&x)).map(|r| r.0),
+            "x[0]",
+            "jvp",
+        );
     }
     assert_eq!(
         calls.load(Ordering::Relaxed),

@@ -27,4 +27,5 @@ mod network_rules;
 mod network_second_order;
 mod network_slicing;
 mod network_validation;
+mod rule_builtin;
 mod rule_drivers;

@@ -90,6 +90,7 @@ use adrules_core::{Backend, DType};
 mod case;
 
 pub mod add;
+pub mod builtin;
 pub mod contract;
 pub mod einsum;
 pub mod finite;
@@ -140,7 +141,10 @@ impl Config {
 /// `implicit_linear_fixed_point`,
 /// `primitive_second_order`, `network_hvp_on_random_networks`, `multi_dot_oracle_hvp`,
 /// `decomposition_rules`, `general_traces_and_adjoints`, `batched_contractions`,
-/// `rules_on_general_patterns`, `finite_output_policy`.
+/// `rules_on_general_patterns`, `finite_output_policy`, `builtin_rules_pass_check_rule`.
+///
+/// The backend must be a [`SyncBackend`](adrules_core::rule::SyncBackend) (`Send + Sync`
+/// with `Send + Sync` tensors, as every engine's graph needs).
 #[macro_export]
 macro_rules! conformance_suite {
     ($be:expr $(,)?) => {
@@ -230,6 +234,10 @@ macro_rules! conformance_suite {
         #[test]
         fn finite_output_policy() {
             $crate::conformance::finite::finite_output_policy(&$be, &$cfg);
+        }
+        #[test]
+        fn builtin_rules_pass_check_rule() {
+            $crate::conformance::builtin::builtin_rules(&$be, &$cfg);
         }
     };
 }
