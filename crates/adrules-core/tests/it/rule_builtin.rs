@@ -41,15 +41,24 @@ fn a_contraction_with_beta_takes_c_first_and_matches_its_own_rrule() {
     let own = op.rrule(&Strided, &mut c2, &[&a, &b], activity).unwrap();
     let own = own.pullback(&c_bar).unwrap();
     assert_eq!(values(&y[0]), values(&c2));
-    assert_eq!(values(g[0].as_ref().unwrap()), values(own.c.as_ref().unwrap()));
-    assert_eq!(values(g[1].as_ref().unwrap()), values(own.a.as_ref().unwrap()));
+    assert_eq!(
+        values(g[0].as_ref().unwrap()),
+        values(own.c.as_ref().unwrap())
+    );
+    assert_eq!(
+        values(g[1].as_ref().unwrap()),
+        values(own.a.as_ref().unwrap())
+    );
     assert!(g[2].is_none(), "b is inactive");
     // C, the caller's, is unchanged: the rule updated a copy
     assert_ne!(values(&c), values(&y[0]));
     // a C of the wrong shape is named
     let bad = random(&mut rng, &[4, 2]);
     let e = rule::primal(&op, &Strided, &[&bad, &a, &b]).unwrap_err();
-    assert!(matches!(&e, Error::ShapeMismatch { arg, .. } if arg == "c"), "{e}");
+    assert!(
+        matches!(&e, Error::ShapeMismatch { arg, .. } if arg == "c"),
+        "{e}"
+    );
     // so is a missing operand
     let e = rule::primal(&op, &Strided, &[&a, &b]).unwrap_err();
     assert!(matches!(e, Error::CountMismatch { .. }), "{e}");
@@ -70,14 +79,20 @@ fn a_network_plan_and_the_decompositions_match_their_own_entry_points() {
     let g2 = pb2.pullback(&c_bar).unwrap();
     assert_eq!(values(&y[0]), values(&y2));
     for (k, (g, g2)) in g.iter().zip(&g2).enumerate() {
-        assert_eq!(g.as_ref().map(values), g2.as_ref().map(values), "operand {k}");
+        assert_eq!(
+            g.as_ref().map(values),
+            g2.as_ref().map(values),
+            "operand {k}"
+        );
     }
     assert!(g[1].is_none());
 
     let a = random(&mut rng, &[4, 3]);
     let (s_bar, vh_bar) = (random(&mut rng, &[3]), random(&mut rng, &[3, 3]));
     let (y, pb) = rule::rrule(&SvdRule::default(), &Strided, &[&a], &[true]).unwrap();
-    let g = pb.pullback(&[None, Some(s_bar.clone()), Some(vh_bar.clone())]).unwrap();
+    let g = pb
+        .pullback(&[None, Some(s_bar.clone()), Some(vh_bar.clone())])
+        .unwrap();
     let (own, own_pb) = svd_rrule(&Strided, &a, SvdMode::Thin, RuleOptions::default()).unwrap();
     let own_g = own_pb
         .pullback(SvdCotangents {
@@ -97,7 +112,9 @@ fn a_network_plan_and_the_decompositions_match_their_own_entry_points() {
     let own_g = own_pb.pullback(None, Some(&r_bar)).unwrap();
     assert_eq!(values(g[0].as_ref().unwrap()), values(&own_g));
     // an output cotangent of the wrong shape is the driver's typed error, naming it
-    let e = pb.pullback(&[None, Some(random(&mut rng, &[2, 2]))]).unwrap_err();
+    let e = pb
+        .pullback(&[None, Some(random(&mut rng, &[2, 2]))])
+        .unwrap_err();
     assert!(
         matches!(&e, Error::ShapeMismatch { arg, .. } if arg == "cotangent 1"),
         "{e}"
