@@ -123,9 +123,14 @@ fn every_documented_mistake_is_a_typed_error() {
         NetworkPlan::new(&net, &dims, &Order::Tree(tree)),
         Err(Error::CountMismatch { .. })
     ));
-    // empty and malformed Einstein strings
+    // an empty string is one rank-0 term (torch's grammar): two operands are too many
+    assert!(
+        matches!(einsum(&be, "", &[&a, &b]), Err(Error::CountMismatch { ref arg, .. }) if arg == "tensors"),
+        "{:?}",
+        einsum(&be, "", &[&a, &b])
+    );
+    // malformed Einstein strings
     for bad in [
-        "",
         "ij,jk->ik->",
         "i.j->ij",
         "i...j...->ij",
