@@ -5,7 +5,7 @@
 //! The inputs are routed to the burn backend they live on as every op of this crate is (see
 //! [`apply`](crate::apply): Flex, NdArray, cubecl; with autodiff when an input has it), and
 //! the rule runs there through the core's checked driver ([`adrules_core::rule::rrule`]) on a
-//! [`BurnBackend`](crate::BurnBackend):
+//! [`BurnBackend`]:
 //! - **one output**: one node of burn's graph with every input as a parent, whose backward is
 //!   the rule's pullback. The inputs the rule [keeps](Rule::keeps) are saved through burn's
 //!   checkpointer (burn decides whether they are kept or recomputed), the kept outputs and
