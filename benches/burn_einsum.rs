@@ -122,5 +122,63 @@ fn attention(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, attention);
+/// Small calls, where the bridge's own cost shows: an 8 × 8 f64 matrix product's gradient
+/// through `adrules::burn::einsum` against burn's `einsum`, and the gradient of the nuclear
+/// norm through `adrules::burn::linalg::svd` (the multi-output bridge: a node and three
+/// selectors; burn's own SVD does not differentiate, so it has no pair).
+fn small_call(c: &mut Criterion) {
+    let pool = one_thread();
+    let device = Device::flex().autodiff();
+    let n = 8;
+    let data = |seed: usize| {
+        let v: Vec<f64> = (0..n * n)
+            .map(|i| ((i * 7919 + seed * 104_729) % 1009) as f64 / 1009.0 - 0.45)
+            .collect();
+        Tensor::<2>::from_data(TensorData::new(v, [n, n]), (&device, BurnDType::F64))
+    };
+    let (a, b) = (data(1), data(2));
+    let matmul = move |ours: bool| {
+        let (a, b) = (a.clone().require_grad(), b.clone().require_grad());
+        let c: Tensor<2> = if ours {
+            adrules::burn::einsum("ij,jk->ik", [(&a).into(), (&b).into()]).expect("valid einsum")
+        } else {
+            Tensor::<2>::einsum("ij,jk->ik", [(&a).into(), (&b).into()])
+        };
+        let grads = c.sum().backward();
+        black_box((a.grad(&grads), b.grad(&grads)));
+    };
+    let m = data(3);
+    let svd = move || {
+        let m = m.clone().require_grad();
+        let opts = adrules::linalg::RuleOptions::default();
+        let f = adrules::burn::linalg::svd(&m, adrules::linalg::SvdMode::Thin, opts).expect("svd");
+        let grads = f.s.sum().backward();
+        black_box(m.grad(&grads));
+    };
+    pool.install(|| {
+        matmul(true);
+        matmul(false);
+        svd();
+    });
+    let mut group = c.benchmark_group("burn_small_call");
+    group
+        .sample_size(30)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(3))
+        .sampling_mode(SamplingMode::Flat);
+    let (mut ours, mut theirs) = (|| matmul(true), || matmul(false));
+    common::paired(
+        &mut group,
+        &pool,
+        "matmul8_gradient_f64_t1",
+        ("adrules", &mut ours),
+        ("burn", &mut theirs),
+    );
+    group.bench_function("adrules/svd8_gradient_f64_t1", |bch| {
+        pool.install(|| bch.iter(&svd))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, attention, small_call);
 criterion_main!(benches);

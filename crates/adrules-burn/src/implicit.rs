@@ -6,6 +6,7 @@ use std::sync::Arc;
 use adrules_core::implicit::{
     ConditionsVjp, ImplicitScalar, SolverOptions, Structure, VjpMaps, device,
 };
+use adrules_core::rule::{Keeps, Primal, Pullback, Rule, SyncBackend};
 use adrules_core::{Backend as _, DType, Error, Result};
 use burn_backend::{Backend, Element, TensorData};
 use burn_tensor::Tensor;
@@ -13,8 +14,7 @@ use burn_tensor::Tensor;
 use crate::backend::BurnBackend;
 use crate::convert::{check_dtype, engine_error, physical};
 use crate::handle::BurnTensor;
-use crate::node::{At, Cotangents, Rule};
-use crate::tensor::{Operand, from_tensor, run, to_tensor};
+use crate::tensor::{OnBurn, Operand, cast, cast_ref, from_tensor, on_burn, run, to_tensor};
 
 /// The solver: `y` (flattened) from the inputs (flattened, on their plain device).
 type Solver = dyn Fn(&[Tensor<1>]) -> Result<Tensor<1>> + Send + Sync;
@@ -151,7 +151,107 @@ impl Implicit {
             let why = "an implicit function needs at least one input";
             return Err(Error::invalid("x", why));
         }
-        run(self.clone(), x)
+        let call = ImplicitCall {
+            f: self.clone(),
+            n: N,
+        };
+        run(Arc::new(call), x)
+    }
+}
+
+/// An [`Implicit`] called with `n` inputs, as a core [`Rule`] run by the crate's bridge: its
+/// closures are burn code, so it runs on burn's routed backends only ([`on_burn`]).
+#[derive(Clone, Debug)]
+struct ImplicitCall {
+    f: Implicit,
+    n: usize,
+}
+
+impl Rule for ImplicitCall {
+    fn name(&self) -> &str {
+        "implicit"
+    }
+
+    fn num_inputs(&self) -> usize {
+        self.n
+    }
+
+    fn num_outputs(&self) -> usize {
+        1
+    }
+
+    /// Every input and the solution `y`, when an input is active (the conditions' VJPs are
+    /// taken at `(x, y)`).
+    fn keeps(&self, active: &[bool]) -> Keeps {
+        let any = active.contains(&true);
+        Keeps {
+            inputs: vec![any; active.len()],
+            outputs: vec![any],
+        }
+    }
+
+    fn rrule<Bk: SyncBackend>(
+        &self,
+        be: &Bk,
+        x: &[&Bk::Tensor],
+        _: &[bool],
+    ) -> Result<(Vec<Bk::Tensor>, Box<dyn Pullback<Bk>>)> {
+        let y = on_burn(be, Solve { f: &self.f, x })?;
+        let (f, n) = (self.f.clone(), self.n);
+        let pullback = move |be: &Bk, primal: &Primal<Bk>, c: &[Option<Bk::Tensor>]| {
+            let Some(c_bar) = &c[0] else {
+                return Ok(vec![None; n]);
+            };
+            on_burn(
+                be,
+                Pull {
+                    f: &f,
+                    primal,
+                    c_bar,
+                },
+            )
+        };
+        Ok((vec![y], Box::new(pullback)))
+    }
+}
+
+/// The forward pass of an [`ImplicitCall`] on the burn backend it runs on.
+struct Solve<'a, 'b, Bk: SyncBackend> {
+    f: &'a Implicit,
+    x: &'a [&'b Bk::Tensor],
+}
+
+impl<Bk: SyncBackend> OnBurn<Bk> for Solve<'_, '_, Bk> {
+    type Output = Bk::Tensor;
+
+    fn run<B: Backend>(self, be: &BurnBackend<B>) -> Result<Bk::Tensor> {
+        let x = self
+            .x
+            .iter()
+            .map(|t| cast_ref::<_, BurnTensor<B>>(*t).cloned());
+        let x = x.collect::<Result<Vec<_>>>()?;
+        cast(self.f.solve(be, &x)?)
+    }
+}
+
+/// The pullback of an [`ImplicitCall`] on the burn backend it runs on.
+struct Pull<'a, Bk: SyncBackend> {
+    f: &'a Implicit,
+    primal: &'a Primal<Bk>,
+    c_bar: &'a Bk::Tensor,
+}
+
+impl<Bk: SyncBackend> OnBurn<Bk> for Pull<'_, Bk> {
+    type Output = Vec<Option<Bk::Tensor>>;
+
+    fn run<B: Backend>(self, be: &BurnBackend<B>) -> Result<Self::Output> {
+        let n = self.primal.inputs().len();
+        let x = (0..n).map(|i| cast_ref::<_, BurnTensor<B>>(self.primal.input(i)?).cloned());
+        let x = x.collect::<Result<Vec<_>>>()?;
+        let y = cast_ref::<_, BurnTensor<B>>(self.primal.output(0)?)?;
+        let c_bar = cast_ref::<_, BurnTensor<B>>(self.c_bar)?;
+        let g = self.f.pullback(be, &x, y, c_bar, self.primal.activity())?;
+        g.into_iter().map(|g| g.map(cast).transpose()).collect()
     }
 }
 
@@ -173,20 +273,23 @@ fn flat<B: Backend>(t: &BurnTensor<B>) -> Result<Tensor<1>> {
     to_tensor::<B, 1>(flat)
 }
 
-impl Rule for Implicit {
-    /// the solution `y`
-    type Saved<B: Backend> = BurnTensor<B>;
-
-    fn primal<B: Backend>(&self, at: &At<'_, B>) -> Result<(BurnTensor<B>, BurnTensor<B>)> {
+impl Implicit {
+    /// `y(x)` by the solver on `be`, checked (dtypes, devices, finiteness, the conditions
+    /// tolerance).
+    fn solve<B: Backend>(
+        &self,
+        be: &BurnBackend<B>,
+        xs: &[BurnTensor<B>],
+    ) -> Result<BurnTensor<B>> {
         let why = "an implicit function needs at least one input";
-        let first = at.x.first().ok_or_else(|| Error::invalid("x", why))?;
-        let dtype = at.be.dtype(first);
-        for (i, t) in at.x.iter().enumerate() {
+        let first = xs.first().ok_or_else(|| Error::invalid("x", why))?;
+        let dtype = be.dtype(first);
+        for (i, t) in xs.iter().enumerate() {
             let arg = format!("x[{i}]");
-            same_dtype(arg.clone(), at.be.dtype(t), dtype)?;
-            device::check_finite(at.be, t, &arg)?;
+            same_dtype(arg.clone(), be.dtype(t), dtype)?;
+            device::check_finite(be, t, &arg)?;
         }
-        let x = at.x.iter().map(flat).collect::<Result<Vec<_>>>()?;
+        let x = xs.iter().map(flat).collect::<Result<Vec<_>>>()?;
         let device = x[0].device();
         let y = (self.solver)(&x)?.without_autodiff();
         let arg = "y (solver output)";
@@ -199,7 +302,7 @@ impl Rule for Implicit {
             });
         }
         let y = BurnTensor::new(from_tensor::<B, 1>(arg, y)?);
-        device::check_finite(at.be, &y, arg)?;
+        device::check_finite(be, &y, arg)?;
         if let Some(tolerance) = self.conditions_tolerance {
             let point = Conditions {
                 c: Arc::clone(&self.conditions),
@@ -208,43 +311,42 @@ impl Rule for Implicit {
             };
             let (_, _, c) = point.evaluate(false, false)?;
             let c = from_tensor::<B, 1>("conditions c(x, y)", c.without_autodiff())?;
-            device::check_conditions(at.be, &BurnTensor::new(c), tolerance)?;
+            device::check_conditions(be, &BurnTensor::new(c), tolerance)?;
         }
-        Ok((y.clone(), y))
+        Ok(y)
     }
 
-    fn keeps(&self, active: &[bool]) -> Vec<bool> {
-        vec![active.iter().any(|&a| a); active.len()]
-    }
-
+    /// The cotangents of the inputs `x` (`None` for an inactive one) at the solution `y` for
+    /// the cotangent `c_bar` of `y`.
     fn pullback<B: Backend>(
         &self,
-        at: &At<'_, B>,
+        be: &BurnBackend<B>,
+        x: &[BurnTensor<B>],
         y: &BurnTensor<B>,
         c_bar: &BurnTensor<B>,
-    ) -> Cotangents<B> {
+        active: &[bool],
+    ) -> Result<Vec<Option<BurnTensor<B>>>> {
         let point = Conditions {
             c: Arc::clone(&self.conditions),
-            x: at.x.iter().map(flat).collect::<Result<_>>()?,
+            x: x.iter().map(flat).collect::<Result<_>>()?,
             y: flat(y)?,
         };
-        let x_bar = if at.be.dtype(y).is_double() {
-            self.engine_pullback::<B, f64>(at, point, y, c_bar)?
+        let x_bar = if be.dtype(y).is_double() {
+            self.engine_pullback::<B, f64>(be, x, point, y, c_bar)?
         } else {
-            self.engine_pullback::<B, f32>(at, point, y, c_bar)?
+            self.engine_pullback::<B, f32>(be, x, point, y, c_bar)?
         };
         let keep = |(g, &on): (BurnTensor<B>, &bool)| on.then_some(g);
-        Ok(x_bar.into_iter().zip(at.active).map(keep).collect())
+        Ok(x_bar.into_iter().zip(active).map(keep).collect())
     }
-}
 
-impl Implicit {
     /// `x̄ = Jᴴ·ȳ` at the solution `y` by the core's engine pullback
     /// ([`device::engine_pullback`]): a dense solve on the host over the [`VjpMaps`] of VJPs
     /// on the device, or a matrix-free one on the device.
     fn engine_pullback<B: Backend, T: ImplicitScalar + Element>(
         &self,
-        at: &At<'_, B>,
+        be: &BurnBackend<B>,
+        xs: &[BurnTensor<B>],
         point: Conditions,
         y: &BurnTensor<B>,
         y_bar: &BurnTensor<B>,
@@ -257,13 +359,13 @@ impl Implicit {
         let device = || -> Result<DeviceMaps<B>> {
             Ok(DeviceMaps {
                 point,
-                x_dims: at.x.iter().map(|t| t.dims().to_vec()).collect(),
+                x_dims: xs.iter().map(|t| t.dims().to_vec()).collect(),
                 structure,
                 _backend: std::marker::PhantomData,
             })
         };
-        let x: Vec<&BurnTensor<B>> = at.x.iter().collect();
-        device::engine_pullback(at.be, &x, y, y_bar, &self.options, host, device)
+        let x: Vec<&BurnTensor<B>> = xs.iter().collect();
+        device::engine_pullback(be, &x, y, y_bar, &self.options, host, device)
     }
 }
 

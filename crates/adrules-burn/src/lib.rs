@@ -90,7 +90,6 @@ pub mod nn;
 mod node;
 pub mod rule;
 mod rules;
-mod select;
 mod tensor;
 
 pub use backend::BurnBackend;

@@ -11,20 +11,23 @@
 //! [`adrules_core::linalg::ClusteredEighPullback::pullback`]).
 //!
 //! # How
-//! `A` is routed to the burn backend it lives on as every op of this crate is (see
-//! [`apply`](crate::apply): Flex, NdArray, cubecl). The factorisation runs once, with the
-//! core's `*_rrule` over [`BurnBackend`] on the inner (non-autodiff) backend (faer on the
-//! host: the matrix is copied there and the factors back), together with the core's
-//! pullback. A burn op has one output, so the factors are attached as the core's
-//! [`FactorsNode`] scheme says, with the crate's node machinery: one node over `A` whose
-//! output is a vector of zeros, one per factor, and whose saved state is the core's node
-//! (holding the pullback, [`FactorsPullback`]); and per factor one node over that vector
-//! whose output is the factor. burn's backward hands each factor's node its cotangent
-//! (summed when the factor is used several times), which it deposits with the core's node,
-//! and then the node over `A` the tickets of the deposits, from which it runs the pullback
-//! once (no cotangent for a factor the loss does not use). Nothing is recomputed in
-//! backward, and `A` is not kept (the pullback keeps the factors on the host). A constant
-//! `A` (no `require_grad`) records no node: its factors are plain tensors.
+//! Each decomposition is the core's rule ([`SvdRule`], [`TruncatedSvdRule`], [`QrRule`],
+//! [`EighRule`], [`ClusteredEighRule`]) run through the crate's one bridge,
+//! [`apply_rule`](crate::apply_rule): `A` is routed to the burn backend it lives on as every
+//! op of this crate is (see [`apply`](crate::apply): Flex, NdArray, cubecl), and the
+//! factorisation runs once, with the core's `*_rrule` over
+//! [`BurnBackend`](crate::BurnBackend) on the inner (non-autodiff) backend (faer on the host:
+//! the matrix is copied there and the factors back), together with the core's pullback. A
+//! burn op has one output, so the factors are attached by the core's multi-output scheme
+//! ([`adrules_core::rule::split`]): one node over `A` whose output is a vector of zeros, one
+//! per factor, and whose state is the core's node (holding the pullback); and per factor
+//! one node over that vector whose output is the factor. burn's backward hands each
+//! factor's node its cotangent (summed when the factor is used several times), which it
+//! deposits with the core's node, and then the node over `A` the tickets of the deposits,
+//! from which it runs the pullback once (no cotangent for a factor the loss does not use).
+//! Nothing is recomputed in backward, and `A` is not kept (the pullback keeps the factors on
+//! the host). A vector factor gets its unit axis (below) by burn's reshape. A constant `A`
+//! (no `require_grad`) records no node: its factors are plain tensors.
 //!
 //! # Shapes and dtypes
 //! `A: [batch…, m, n]`, rank `D ≥ 2`, f32 or f64 (burn has no complex dtype), `k = min(m, n)`.
@@ -50,22 +53,12 @@
 //! ([`try_backward`](crate::try_backward), [`take_backward_errors`](crate::take_backward_errors)),
 //! never a silent number.
 
-use std::sync::{Arc, OnceLock};
-
-use adrules_core::linalg::{
-    ClusterInfo, ClusterOptions, FactorsNode, FactorsPullback, QrMode, RuleOptions, SvdMode,
-    Truncation, eigh_clustered_rrule, eigh_rrule, qr_rrule, svd_rrule, svd_truncated_rrule,
-};
-use adrules_core::{Backend as _, Error, HostData, HostTensor, Result};
-use burn_backend::Backend;
+use adrules_core::linalg::{ClusterInfo, ClusterOptions, QrMode, RuleOptions, SvdMode, Truncation};
+use adrules_core::rule::{ClusteredEighRule, EighRule, QrRule, Rule, SvdRule, TruncatedSvdRule};
+use adrules_core::{Error, HostData, HostTensor, Result};
 use burn_tensor::{Tensor, TensorData};
 
-use crate::backend::BurnBackend;
 use crate::convert::{check_dtype, engine_error, unsupported};
-use crate::handle::BurnTensor;
-use crate::node::{At, Cotangents, Rule};
-use crate::select::{self, Select, Stash};
-use crate::tensor::run;
 
 /// `A = U·diag(S)·Vh` as tensors of burn's graph; see the module docs for the shapes.
 #[derive(Clone, Debug)]
@@ -123,139 +116,31 @@ pub struct ClusteredEigh<const D: usize> {
     pub info: Vec<ClusterInfo>,
 }
 
-/// Which decomposition a [`Decompose`] node computes, with its options.
-#[derive(Clone, Debug)]
-enum Which {
-    Svd(SvdMode, RuleOptions),
-    Truncated(Truncation, RuleOptions),
-    Qr(QrMode),
-    Eigh(RuleOptions),
-    /// the constant `G` on the host, the cluster options, the rules' options
-    Clustered(Arc<(HostTensor, ClusterOptions, RuleOptions)>),
-}
-
-/// What the primal found out besides the factors, for the caller of [`run`] (which returns
-/// the node's output only): the factors' shapes, for a truncated SVD the rank kept (which
-/// depends on the data), for the clustered eigh its non-differentiable outputs.
-#[derive(Clone, Debug)]
-struct Layout {
-    shapes: Vec<Vec<usize>>,
-    rank: usize,
-    /// the clustered eigh's kept eigenvalues (host) and diagnostics
-    clusters: Option<(HostTensor, Vec<ClusterInfo>)>,
-}
-
-/// The core's node of a decomposition on the burn backend `B`.
-type Node<B> = Arc<FactorsNode<BurnBackend<B>>>;
-
-/// One decomposition of `A` as the node [`Rule`] of the core's [`FactorsNode`] scheme, with
-/// one input (see the module docs).
-#[derive(Clone, Debug)]
-struct Decompose {
-    which: Which,
-    /// set by [`Rule::primal`], which runs once per call (the node is compute bound: burn
-    /// never recomputes it)
-    layout: Arc<OnceLock<Layout>>,
-    stash: Stash,
-}
-
-impl Rule for Decompose {
-    type Saved<B: Backend> = Node<B>;
-
-    fn primal<B: Backend>(&self, at: &At<'_, B>) -> Result<(BurnTensor<B>, Node<B>)> {
-        let (be, a) = (at.be, &at.x[0]);
-        let mut clusters = None;
-        let (factors, rank, pullback) = match &self.which {
-            &Which::Svd(mode, opts) => {
-                let (f, pb) = svd_rrule(be, a, mode, opts)?;
-                (vec![f.u, f.s, f.vh], 0, FactorsPullback::svd(pb))
-            }
-            &Which::Truncated(truncation, opts) => {
-                let (f, pb) = svd_truncated_rrule(be, a, truncation, opts)?;
-                let factors = vec![f.svd.u, f.svd.s, f.svd.vh, f.discarded];
-                let pb = FactorsPullback::svd_truncated(pb);
-                (factors, f.rank, pb)
-            }
-            &Which::Qr(mode) => {
-                let (f, pb) = qr_rrule(be, a, mode)?;
-                (vec![f.q, f.r], 0, FactorsPullback::qr(pb))
-            }
-            &Which::Eigh(opts) => {
-                let (f, pb) = eigh_rrule(be, a, opts)?;
-                (vec![f.values, f.vectors], 0, FactorsPullback::eigh(pb))
-            }
-            Which::Clustered(c) => {
-                let (g, opts, rule) = &**c;
-                let g = be.from_host(g.clone())?;
-                let (f, pb) = eigh_clustered_rrule(be, a, &g, opts, *rule)?;
-                clusters = Some((be.to_host(&f.values)?, f.info));
-                let pb = FactorsPullback::eigh_clustered(pb);
-                (vec![f.basis, f.corner], 0, pb)
-            }
-        };
-        let layout = Layout {
-            shapes: factors.iter().map(|t| t.dims().to_vec()).collect(),
-            rank,
-            clusters,
-        };
-        // a second primal (none happens) would compute the same layout
-        let _ = self.layout.set(layout);
-        let node = Arc::new(FactorsNode::new(pullback));
-        let zeros = be.zeros(&[factors.len()], be.dtype(a))?;
-        select::stash::<B>(&self.stash, factors, node.clone());
-        Ok((zeros, node))
-    }
-
-    fn pullback<B: Backend>(
-        &self,
-        at: &At<'_, B>,
-        node: &Node<B>,
-        node_bar: &BurnTensor<B>,
-    ) -> Cotangents<B> {
-        let a_bar = node.pullback(node_bar)?;
-        Ok(vec![at.active[0].then_some(a_bar)])
-    }
-}
-
-/// Runs `which` on `a` (the core's [`FactorsNode`] scheme: one node, `N` selectors) and
-/// returns its `N` factors as rank-`D` tensors and what else the primal found out (the rank
-/// kept by a truncated SVD, the clustered eigh's values and diagnostics).
-fn decompose<const D: usize, const N: usize>(
+/// Runs the decomposition `rule` (one input `A`) through the crate's bridge
+/// ([`apply_rule`](crate::apply_rule): the core's multi-output scheme, one node and a selector
+/// per factor) and returns its factors as rank-`D` tensors (a vector factor gets its unit
+/// axis by burn's differentiable reshape).
+fn decompose<R: Rule + Clone + 'static, const D: usize, const N: usize>(
+    rule: &R,
     a: &Tensor<D>,
-    which: Which,
-) -> Result<([Tensor<D>; N], Layout)> {
-    let stash = Stash::default();
-    let rule = Decompose {
-        which,
-        layout: Arc::new(OnceLock::new()),
-        stash: stash.clone(),
-    };
-    let node: Tensor<1> = run(rule.clone(), [a.into()])?;
-    let layout = rule
-        .layout
-        .get()
-        .ok_or_else(|| engine_error("the decomposition's layout was not recorded"))?;
-    let select = |(index, factor): (usize, &Vec<usize>)| {
-        let dims = user_dims::<D>(factor)?;
-        let stash = stash.clone();
-        let factor = factor.clone();
-        let rule = Select {
-            index,
-            dims: dims.to_vec(),
-            output: factor,
-            stash,
-        };
-        run::<_, 1, D>(rule, [(&node).into()])
-    };
-    let factors: Result<Vec<Tensor<D>>> = layout.shapes.iter().enumerate().map(select).collect();
-    // the factors and the node are the selectors' now
-    select::clear(&stash);
-    let factors = factors?;
+) -> Result<[Tensor<D>; N]> {
+    let factors = crate::rule::apply(rule, [a.into()])?;
     let n = factors.len();
-    let factors = factors
+    let factors: Vec<Tensor<D>> = factors
+        .into_iter()
+        .map(|f| {
+            let dims = f.dims();
+            let user = user_dims::<D>(&dims)?;
+            if dims.len() == D {
+                f.into_tensor()
+            } else {
+                f.reshaped(user)
+            }
+        })
+        .collect::<Result<_>>()?;
+    factors
         .try_into()
-        .map_err(|_| engine_error(format!("{n} factors for {N}")))?;
-    Ok((factors, layout.clone()))
+        .map_err(|_| engine_error(format!("{n} factors for {N}")))
 }
 
 /// The user-facing rank-`D` shape of a factor of the core's shape `dims`: a vector factor
@@ -303,7 +188,13 @@ fn user_dims<const D: usize>(dims: &[usize]) -> Result<[usize; D]> {
 /// # }
 /// ```
 pub fn svd<const D: usize>(a: &Tensor<D>, mode: SvdMode, opts: RuleOptions) -> Result<Svd<D>> {
-    let ([u, s, vh], _) = decompose(a, Which::Svd(mode, opts))?;
+    let [u, s, vh] = decompose(
+        &SvdRule {
+            mode,
+            options: opts,
+        },
+        a,
+    )?;
     Ok(Svd { u, s, vh })
 }
 
@@ -320,11 +211,16 @@ pub fn svd_truncated<const D: usize>(
     truncation: Truncation,
     opts: RuleOptions,
 ) -> Result<TruncatedSvd<D>> {
-    let ([u, s, vh, discarded], layout) = decompose(a, Which::Truncated(truncation, opts))?;
+    let rule = TruncatedSvdRule {
+        truncation,
+        options: opts,
+    };
+    let [u, s, vh, discarded] = decompose(&rule, a)?;
+    let rank = s.dims()[D - 1];
     Ok(TruncatedSvd {
         svd: Svd { u, s, vh },
         discarded,
-        rank: layout.rank,
+        rank,
     })
 }
 
@@ -335,7 +231,7 @@ pub fn svd_truncated<const D: usize>(
 /// # Errors
 /// As [`adrules_core::linalg::qr_rrule`], and the routing's.
 pub fn qr<const D: usize>(a: &Tensor<D>, mode: QrMode) -> Result<Qr<D>> {
-    let ([q, r], _) = decompose(a, Which::Qr(mode))?;
+    let [q, r] = decompose(&QrRule { mode }, a)?;
     Ok(Qr { q, r })
 }
 
@@ -348,7 +244,7 @@ pub fn qr<const D: usize>(a: &Tensor<D>, mode: QrMode) -> Result<Qr<D>> {
 /// # Errors
 /// As [`adrules_core::linalg::eigh_rrule`], and the routing's.
 pub fn eigh<const D: usize>(a: &Tensor<D>, opts: RuleOptions) -> Result<Eigh<D>> {
-    let ([values, vectors], _) = decompose(a, Which::Eigh(opts))?;
+    let [values, vectors] = decompose(&EighRule { options: opts }, a)?;
     Ok(Eigh { values, vectors })
 }
 
@@ -385,10 +281,10 @@ pub fn eigh_clustered<const D: usize>(
     let gh = g.to_data().convert::<f64>().try_into_vec::<f64>();
     // read through f64, exact for f32 and f64, then back to the one dtype of A and G
     let gh = HostTensor::from_vec(&g.dims(), gh.map_err(engine_error)?)?.to_dtype_projected(want);
-    let which = Which::Clustered(Arc::new((gh, opts.clone(), rule)));
-    let ([basis, corner], layout) = decompose(a, which)?;
-    let (values, info) = layout
-        .clusters
+    let rule = ClusteredEighRule::new(gh, opts.clone(), rule);
+    let [basis, corner] = decompose(&rule, a)?;
+    let (values, info) = rule
+        .byproduct()
         .ok_or_else(|| engine_error("the clustered eigh's values were not recorded"))?;
     Ok(ClusteredEigh {
         basis,

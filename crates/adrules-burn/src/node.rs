@@ -1,39 +1,46 @@
-//! One shared rule as one node of burn's autodiff graph.
+//! The burn bridge: any one-output core [`Rule`] as one node of burn's autodiff graph.
 //!
-//! A [`Rule`] says how to compute a primal from `N` input tensors and how to pull a
-//! cotangent back through the core's pullbacks; [`record`] runs the primal and registers a
-//! [`Backward`] step on `Autodiff<B, C>` for any inner backend `B` and checkpointing strategy
-//! `C`, with all `N` inputs as parents of one node (burn's arity is the const generic `N`).
+//! [`record`] runs the rule through the core's checked driver ([`rule::rrule`]) on a
+//! [`BurnBackend`] and registers a [`Backward`] step on `Autodiff<B, C>` for any inner
+//! backend `B` and checkpointing strategy `C`, with all `N` inputs as parents of one node
+//! (burn's arity is the const generic `N`); its backward is the rule's checked pullback. Every
+//! op of this crate is a rule recorded here: the primitives ([`PrimitiveCall`]), networks
+//! ([`NetworkPlan`]), the decompositions and a user's rules of several outputs (split by
+//! [`rule::split`] into one-output rules), the implicit functions. A rank-0 input (a rule's
+//! [`input_rank`](Rule::input_rank) of 0) is passed as burn's shape `[1]`.
 //!
 //! # Checkpointing
-//! Inputs the pullback of a primitive reads are saved through burn's checkpointer
+//! The inputs a rule [keeps](Rule::keeps) are saved through burn's checkpointer
 //! (`prep.checkpoint`) and retrieved in backward, never held by the node itself, so burn
-//! decides whether they are kept or recomputed. A network is the exception: its node holds
-//! the plan's pullback ([`Rule::Saved`]), which keeps the operands and the intermediates of
-//! the contraction tree it reads, outside burn's checkpointer, until the graph is dropped
-//! (burn can neither recompute nor free them early). A rule whose primal is cheap next to its output
-//! ([`Rule::memory_bound`]: permuted add, trace) is registered as memory bound with a
-//! [`RetroForward`] that recomputes the primal from its parents; under
+//! decides whether they are kept or recomputed (a primitive keeps the operands a cotangent
+//! reads). What the pullback owns besides (a network's intermediates, a decomposition's
+//! factors) the node holds until the graph is dropped. A rule whose primal is cheap next to
+//! its output ([`Rule::memory_bound`]: permuted add, trace) is registered as memory bound
+//! with a [`RetroForward`] that recomputes the primal from its parents; under
 //! `BalancedCheckpointing` its output is then recomputed in backward when a child needs it
 //! instead of being kept (under `NoCheckpointing` burn treats every op as compute bound).
-//! Contractions and networks are compute bound, like burn's own `float_matmul`: recomputing
-//! them costs the GEMMs the checkpoint saves.
+//! Contractions, networks and decompositions are compute bound, like burn's own
+//! `float_matmul`: recomputing them costs the GEMMs the checkpoint saves.
+//!
+//! [`PrimitiveCall`]: adrules_core::rule::PrimitiveCall
+//! [`NetworkPlan`]: adrules_core::network::NetworkPlan
 //!
 //! # Failures inside backward
 //! burn's backward step cannot return an error. Every check (ranks, shapes, dtypes, devices)
 //! happens in [`record`] before the node exists, so the pullback of a primitive fails only if
-//! the engine itself fails (an implicit function's pullback also runs user conditions and a
-//! linear solver, which can fail). Should that happen, each input that needed a cotangent
+//! the engine itself fails (a decomposition's pullback can meet an ill-defined gauge, an
+//! implicit function's runs user conditions and a linear solver, a user's rule its own code). Should that happen, each input that needed a cotangent
 //! receives a NaN-filled one (so no gradient is silently wrong or missing), and the error goes
 //! to the [`BackwardReporter`] taken when the node was recorded: it is kept for the thread
 //! that built the graph, which reads it with [`take_backward_errors`] (or gets it from
 //! [`try_backward`]) even when burn ran the backward pass on another thread. A recomputation
 //! ([`RetroForward`]) that fails likewise yields a NaN-filled output and reports its error.
 
-use std::fmt::Debug;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use adrules_core::error::backward::BackwardReporter;
+use adrules_core::rule::{self, Primal, Rule, RulePullback};
 pub use adrules_core::take_backward_errors;
 use adrules_core::{DType, Dims, Error, Result};
 use burn_autodiff::checkpoint::base::Checkpointer;
@@ -49,7 +56,7 @@ use burn_backend::{Backend, TensorMetadata};
 use burn_tensor::{Gradients as TensorGradients, Tensor};
 
 use crate::backend::BurnBackend;
-use crate::convert::{dtype_of, float_dtype};
+use crate::convert::{dtype_of, engine_error, float_dtype};
 use crate::handle::BurnTensor;
 
 /// Logical shape, primitive shape and dtype of a tensor.
@@ -68,64 +75,10 @@ impl Meta {
     }
 }
 
-/// An operation of the shared rules with `N` tensor inputs, in a fixed order.
-pub(crate) trait Rule: Clone + Debug + Send + Sync + 'static {
-    /// What the forward pass hands to the pullback besides the checkpointed inputs (the
-    /// intermediates of a network, the solution of an implicit function).
-    type Saved<B: Backend>: Clone + Debug + Send + 'static;
-
-    /// `true` when input `i` is a scalar (rank 0), which burn passes as a shape-`[1]`
-    /// tensor (default: no input is).
-    fn scalar_input(&self, _i: usize) -> bool {
-        false
-    }
-
-    /// Checks the inputs (ranks, shapes; dtypes and devices are checked already) and
-    /// computes the primal, with what the pullback of the inputs marked active needs
-    /// (nothing when none is).
-    fn primal<B: Backend>(&self, at: &At<'_, B>) -> Result<(BurnTensor<B>, Self::Saved<B>)>;
-
-    /// `true` when recomputing the primal is cheaper than keeping its output (default: no).
-    fn memory_bound(&self) -> bool {
-        false
-    }
-
-    /// Which inputs the pullback reads, given which inputs need cotangents (default: none).
-    fn keeps(&self, active: &[bool]) -> Vec<bool> {
-        vec![false; active.len()]
-    }
-
-    /// The cotangents of the active inputs for the output cotangent `c_bar`, in input order
-    /// (`None` for inactive ones). `at.x[i]` holds input `i` when [`keeps`](Rule::keeps)
-    /// asked for it, and otherwise zeros of its shape and dtype (a broadcast, allocating
-    /// nothing) that stand for its shape only.
-    fn pullback<B: Backend>(
-        &self,
-        at: &At<'_, B>,
-        saved: &Self::Saved<B>,
-        c_bar: &BurnTensor<B>,
-    ) -> Cotangents<B>;
-}
-
-/// What [`Rule::pullback`] returns: the cotangents of the inputs in input order.
-pub(crate) type Cotangents<B> = Result<Vec<Option<BurnTensor<B>>>>;
-
-/// Where a [`Rule`] runs: the backend, the inputs and which of them need cotangents.
-pub(crate) struct At<'a, B: Backend> {
-    pub be: &'a BurnBackend<B>,
-    pub x: &'a [BurnTensor<B>],
-    pub active: &'a [bool],
-}
-
-impl<'a, B: Backend> At<'a, B> {
-    pub fn new(be: &'a BurnBackend<B>, x: &'a [BurnTensor<B>], active: &'a [bool]) -> Self {
-        At { be, x, active }
-    }
-}
-
 /// The backend on the device of the first of the primitives `x` (the default device for
-/// none), and `x` as the inputs of `rule`: tensors of the logical shapes it expects, checked
-/// to be f32 or f64 and on that device.
+/// none), and `x` as the inputs of `rule`: tensors of the logical shapes it expects (an input
+/// the rule declares rank 0 is read from burn's shape `[1]` as a scalar), checked to be f32
+/// or f64 and on that device.
 ///
 /// # Errors
 /// [`Error::Unsupported`] or [`Error::DeviceMismatch`] naming `"input i"`.
@@ -135,23 +88,33 @@ fn inputs<B: Backend>(
 ) -> (BurnBackend<B>, Result<Vec<BurnTensor<B>>>) {
     let be = BurnBackend::new(x.first().map(|t| t.device()).unwrap_or_default());
     let read = |(i, t)| {
-        let t = BurnTensor::read(t, rule.scalar_input(i));
+        let t = BurnTensor::read(t, rule.input_rank(i) == Some(0));
         be.check(&format!("input {i}"), &t).map(|_| t)
     };
     let x = x.into_iter().enumerate().map(read).collect();
     (be, x)
 }
 
-/// The primal of `rule` on the primitives `x`, none of them active, and the backend it ran
-/// on.
+/// The output of a one-output rule's result.
+fn single<T>(mut y: Vec<T>) -> Result<T> {
+    if y.len() != 1 {
+        return Err(engine_error(format!("a node of {} outputs", y.len())));
+    }
+    Ok(y.remove(0))
+}
+
+/// The primal of the one-output `rule` on the primitives `x`, none of them active, and the
+/// backend it ran on.
 pub(crate) fn primal_only<B: Backend, R: Rule>(
     rule: &R,
     x: Vec<FloatTensor<B>>,
 ) -> (BurnBackend<B>, Result<BurnTensor<B>>) {
-    let active = vec![false; x.len()];
     let (be, x) = inputs(rule, x);
-    let out = x.and_then(|x| rule.primal(&At::new(&be, &x, &active)));
-    (be, out.map(|(out, _)| out))
+    let out = x.and_then(|x| {
+        let x: Vec<&BurnTensor<B>> = x.iter().collect();
+        single(rule::primal(rule, &be, &x)?)
+    });
+    (be, out)
 }
 
 /// Runs burn's backward pass from `loss` and returns its gradients, or the first error an
@@ -219,28 +182,43 @@ fn nan<B: Backend>(be: &BurnBackend<B>, meta: &Meta) -> FloatTensor<B> {
     B::float_full(shape, f64::NAN.into(), be.device(), float_dtype(meta.dtype))
 }
 
-/// What a recorded node keeps for backward besides its [`RuleNode`]: the checkpoint ids of
-/// the inputs it reads, what the forward pass saved, and every input's shapes and dtype.
+/// What a recorded node keeps for backward: the checkpoint ids of the inputs the rule
+/// keeps, the rule's checked pullback (its primal taken out: the kept inputs come from
+/// burn's checkpointer), the outputs it keeps, and every input's shapes and dtype.
 #[derive(Clone, Debug)]
-pub(crate) struct NodeState<S, const N: usize> {
+pub(crate) struct NodeState<B: Backend, const N: usize> {
     kept: [Option<NodeId>; N],
-    saved: S,
+    pullback: Arc<RulePullback<BurnBackend<B>>>,
+    outputs: Vec<Option<BurnTensor<B>>>,
     meta: Vec<Meta>,
 }
 
-/// A recorded [`Rule`]: its backward step and, for a memory-bound rule, the recomputation of
-/// its output from its parents. Failures go to `reporter`, the thread that recorded it.
-#[derive(Clone, Debug)]
+/// A recorded one-output [`Rule`]: its backward step and, for a memory-bound rule, the
+/// recomputation of its output from its parents. Failures go to `reporter`, the thread
+/// that recorded it.
+#[derive(Debug)]
 struct RuleNode<B, R, const N: usize> {
-    rule: R,
+    rule: Arc<R>,
     inputs: [NodeId; N],
     output: Meta,
     reporter: BackwardReporter,
     _backend: PhantomData<B>,
 }
 
-impl<B: Backend, R: Rule, const N: usize> Backward<B, N> for RuleNode<B, R, N> {
-    type State = NodeState<R::Saved<B>, N>;
+impl<B, R, const N: usize> Clone for RuleNode<B, R, N> {
+    fn clone(&self) -> Self {
+        RuleNode {
+            rule: self.rule.clone(),
+            inputs: self.inputs,
+            output: self.output.clone(),
+            reporter: self.reporter,
+            _backend: PhantomData,
+        }
+    }
+}
+
+impl<B: Backend, R: Rule + 'static, const N: usize> Backward<B, N> for RuleNode<B, R, N> {
+    type State = NodeState<B, N>;
 
     fn backward(
         self,
@@ -251,23 +229,21 @@ impl<B: Backend, R: Rule, const N: usize> Backward<B, N> for RuleNode<B, R, N> {
         let c_bar = grads.consume::<B>(&ops.node);
         let be = BurnBackend::<B>::new(c_bar.device());
         let c_bar = BurnTensor::read(c_bar, self.output.dims.is_empty());
-        let active: Vec<bool> = ops.parents.iter().map(Option::is_some).collect();
-        let mut x = Vec::with_capacity(N);
-        for (id, meta) in ops.state.kept.iter().zip(&ops.state.meta) {
-            let scalar = meta.dims.is_empty();
-            x.push(match id {
-                Some(id) => BurnTensor::read(checkpointer.retrieve_node_output(*id), scalar),
-                None => be.broadcast_zeros(&meta.dims, meta.dtype),
-            });
-        }
-        let at = At::new(&be, &x, &active);
-        let cotangents = self.rule.pullback(&at, &ops.state.saved, &c_bar);
+        let state = &ops.state;
+        let read = |(id, meta): (&Option<NodeId>, &Meta)| {
+            let t = id.map(|id| checkpointer.retrieve_node_output(id));
+            t.map(|t| BurnTensor::read(t, meta.dims.is_empty()))
+        };
+        let x = state.kept.iter().zip(&state.meta).map(read).collect();
+        let pb = &state.pullback;
+        let primal = Primal::new(x, state.outputs.clone(), pb.active().to_vec());
+        let cotangents = pb.pullback_on(&be, &primal, &[Some(c_bar)]);
         let cotangents = cotangents.inspect_err(|e| self.reporter.report(e.clone()));
         let failed = cotangents.is_err();
         let cotangents = cotangents.unwrap_or_default();
         for (i, parent) in ops.parents.iter().enumerate() {
             let Some(parent) = parent else { continue };
-            let meta = &ops.state.meta[i];
+            let meta = &state.meta[i];
             let g = match cotangents.get(i).cloned().flatten() {
                 Some(g) => g.into_primitive_shaped(&meta.shape),
                 None => {
@@ -287,7 +263,7 @@ impl<B: Backend, R: Rule, const N: usize> Backward<B, N> for RuleNode<B, R, N> {
 #[cfg(test)]
 static RECOMPUTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-impl<B: Backend, R: Rule, const N: usize> RetroForward for RuleNode<B, R, N> {
+impl<B: Backend, R: Rule + 'static, const N: usize> RetroForward for RuleNode<B, R, N> {
     fn forward(&self, states: &mut BackwardStates, out_node: NodeId) {
         #[cfg(test)]
         RECOMPUTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -306,22 +282,31 @@ impl<B: Backend, R: Rule, const N: usize> RetroForward for RuleNode<B, R, N> {
     }
 }
 
-/// Runs `rule` on the primitives of `x` and records it as one node of the autodiff graph
-/// (see the module docs). Nothing is recorded when the primal fails.
+/// Runs the one-output `rule` on the primitives of `x` through the core's checked driver
+/// and records it as one node of the autodiff graph (see the module docs). Nothing is
+/// recorded when the primal fails.
 ///
 /// # Errors
-/// Those of the rule's primal (ranks, shapes, dtypes, devices).
-pub(crate) fn record<B: Backend, C: CheckpointStrategy, R: Rule, const N: usize>(
-    rule: R,
+/// Those of the driver (counts, the rule's [`check`](Rule::check), the primal) and of the
+/// inputs (dtypes, devices).
+pub(crate) fn record<B: Backend, C: CheckpointStrategy, R: Rule + 'static, const N: usize>(
+    rule: Arc<R>,
     x: [FloatTensor<Autodiff<B, C>>; N],
 ) -> Result<FloatTensor<Autodiff<B, C>>> {
     let primals: Vec<FloatTensor<B>> = x.iter().map(|t| t.primitive().clone()).collect();
-    let (be, primals) = inputs(&rule, primals);
+    let (be, primals) = inputs(&*rule, primals);
     let primals = primals?;
+    let refs: Vec<&BurnTensor<B>> = primals.iter().collect();
     let active: Vec<bool> = x.iter().map(|t| t.is_tracked()).collect();
-    let (out, saved) = rule.primal(&At::new(&be, &primals, &active))?;
+    let (out, pullback) = if active.contains(&true) {
+        let (y, mut pb) = rule::rrule(&*rule, &be, &refs, &active)?;
+        // the kept inputs come from burn's checkpointer in backward
+        let outputs = pb.take_primal().map(|p| p.outputs().to_vec());
+        (single(y)?, Some((pb, outputs.unwrap_or_default())))
+    } else {
+        (single(rule::primal(&*rule, &be, &refs)?)?, None)
+    };
     let meta: Vec<Meta> = primals.iter().map(Meta::of).collect();
-    let keeps = rule.keeps(&active);
     let (memory_bound, output) = (rule.memory_bound(), Meta::of(&out));
     let (inputs, reporter) = (x.each_ref().map(|t| t.id()), BackwardReporter::current());
     let node = RuleNode::<B, R, N> {
@@ -340,9 +325,18 @@ pub(crate) fn record<B: Backend, C: CheckpointStrategy, R: Rule, const N: usize>
     let out = out.into_primitive();
     Ok(match prep.stateful() {
         OpsKind::Tracked(mut prep) => {
+            let (pullback, outputs) =
+                pullback.ok_or_else(|| engine_error("a tracked node without an active input"))?;
+            let keeps = pullback.keeps().inputs.clone();
             let keep = |i: usize| keeps.get(i) == Some(&true);
             let kept = std::array::from_fn(|i| keep(i).then(|| prep.checkpoint(&x[i])));
-            prep.finish(NodeState { kept, saved, meta }, out)
+            let state = NodeState {
+                kept,
+                pullback: Arc::new(pullback),
+                outputs,
+                meta,
+            };
+            prep.finish(state, out)
         }
         OpsKind::UnTracked(prep) => prep.finish(out),
     })

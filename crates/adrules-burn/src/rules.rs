@@ -1,17 +1,20 @@
-//! [`Op`], the node [`Rule`]s it runs (a core [`Primitive`] call, a [`NetworkPlan`]) and the
-//! entry points on burn's backend primitives, generic over every burn backend.
+//! [`Op`], what it runs (the core's rules [`PrimitiveCall`] and [`NetworkPlan`], through the
+//! crate's one bridge) and the entry points on burn's backend primitives, generic over every
+//! burn backend.
 
-use adrules_core::network::{NetworkPlan, NetworkPullback};
+use std::sync::Arc;
+
+use adrules_core::Result;
+use adrules_core::network::NetworkPlan;
+use adrules_core::rule::PrimitiveCall;
 use adrules_core::rules::{AddOp, ContractOp, Primitive, TraceOp};
-use adrules_core::{Error, Result};
 use burn_autodiff::Autodiff;
 use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn_backend::Backend;
 use burn_backend::tensor::FloatTensor;
 
-use crate::backend::BurnBackend;
 use crate::handle::BurnTensor;
-use crate::node::{At, Cotangents, Rule, primal_only, record};
+use crate::node::{primal_only, record};
 
 /// What [`forward`](crate::forward), [`forward_autodiff`](crate::forward_autodiff) and
 /// [`apply`](crate::apply) run as one node: a core primitive call or a whole tensor network.
@@ -85,8 +88,8 @@ pub fn forward<B: Backend, const N: usize>(
     inputs: [FloatTensor<B>; N],
 ) -> Result<FloatTensor<B>> {
     match op {
-        Op::Primitive(p) => primal_only(&PrimitiveRule::new(p.clone(), N)?, inputs.into()),
-        Op::Network(plan) => primal_only(&NetworkRule(plan.clone()), inputs.into()),
+        Op::Primitive(p) => primal_only(&PrimitiveCall::new(p.clone(), N)?, inputs.into()),
+        Op::Network(plan) => primal_only(plan, inputs.into()),
     }
     .1
     .map(BurnTensor::<B>::into_primitive)
@@ -123,109 +126,9 @@ pub fn forward_autodiff<B: Backend, C: CheckpointStrategy, const N: usize>(
     inputs: [FloatTensor<Autodiff<B, C>>; N],
 ) -> Result<FloatTensor<Autodiff<B, C>>> {
     match op {
-        Op::Primitive(p) => record::<B, C, _, N>(PrimitiveRule::new(p.clone(), N)?, inputs),
-        Op::Network(plan) => record::<B, C, _, N>(NetworkRule(plan.clone()), inputs),
-    }
-}
-
-/// A [`Primitive`] called with its inputs in order `[C?, operands…]`.
-#[derive(Clone, Debug)]
-pub(crate) struct PrimitiveRule {
-    op: Primitive,
-    /// whether input 0 is C
-    with_c: bool,
-}
-
-impl PrimitiveRule {
-    /// The rule of `op` called with `inputs` tensors.
-    ///
-    /// # Errors
-    /// Those of [`Primitive::takes_c`].
-    pub fn new(op: Primitive, inputs: usize) -> Result<Self> {
-        let with_c = op.takes_c(inputs)?;
-        Ok(PrimitiveRule { op, with_c })
-    }
-
-    /// The operands among the inputs (C dropped).
-    fn operands<'a, B: Backend>(&self, x: &'a [BurnTensor<B>]) -> Vec<&'a BurnTensor<B>> {
-        x.iter().skip(usize::from(self.with_c)).collect()
-    }
-}
-
-impl Rule for PrimitiveRule {
-    type Saved<B: Backend> = ();
-
-    fn scalar_input(&self, i: usize) -> bool {
-        match i.checked_sub(usize::from(self.with_c)) {
-            None => self.op.output_rank() == 0,
-            Some(k) => self.op.operand_rank(k) == Some(0),
+        Op::Primitive(p) => {
+            record::<B, C, _, N>(Arc::new(PrimitiveCall::new(p.clone(), N)?), inputs)
         }
-    }
-
-    fn primal<B: Backend>(&self, at: &At<'_, B>) -> Result<(BurnTensor<B>, ())> {
-        let operands = self.operands(at.x);
-        let mut c = match (self.with_c, at.x.first()) {
-            (true, Some(c)) => c.clone(),
-            _ => self.op.fresh_output(at.be, &operands)?,
-        };
-        self.op.apply(at.be, &mut c, &operands)?;
-        Ok((c, ()))
-    }
-
-    fn memory_bound(&self) -> bool {
-        !matches!(self.op, Primitive::Contract(_))
-    }
-
-    fn keeps(&self, active: &[bool]) -> Vec<bool> {
-        let act = self.op.activity(self.with_c, active);
-        let k = usize::from(self.with_c);
-        (0..active.len())
-            .map(|i| i >= k && self.op.reads_operand(i - k, act))
-            .collect()
-    }
-
-    fn pullback<B: Backend>(&self, at: &At<'_, B>, _: &(), c_bar: &BurnTensor<B>) -> Cotangents<B> {
-        let act = self.op.activity(self.with_c, at.active);
-        let pullback = self
-            .op
-            .pullback_at(at.be, c_bar, &self.operands(at.x), act)?;
-        let g = pullback.pullback(c_bar)?;
-        Ok(self.op.cotangents_in_order(g, self.with_c).into_vec())
-    }
-}
-
-/// A [`NetworkPlan`] on its operands.
-#[derive(Clone, Debug)]
-pub(crate) struct NetworkRule(pub NetworkPlan);
-
-impl Rule for NetworkRule {
-    /// the plan's pullback, with the intermediates it reads
-    type Saved<B: Backend> = Option<NetworkPullback<BurnBackend<B>>>;
-
-    fn scalar_input(&self, i: usize) -> bool {
-        self.0.operand_dims(i).is_some_and(<[usize]>::is_empty)
-    }
-
-    fn primal<B: Backend>(&self, at: &At<'_, B>) -> Result<(BurnTensor<B>, Self::Saved<B>)> {
-        let operands: Vec<&BurnTensor<B>> = at.x.iter().collect();
-        if at.active.iter().any(|&a| a) {
-            let (c, pullback) = self.0.rrule(at.be, &operands, at.active)?;
-            Ok((c, Some(pullback)))
-        } else {
-            Ok((self.0.execute(at.be, &operands)?, None))
-        }
-    }
-
-    fn pullback<B: Backend>(
-        &self,
-        _: &At<'_, B>,
-        saved: &Self::Saved<B>,
-        c_bar: &BurnTensor<B>,
-    ) -> Cotangents<B> {
-        let why = "a network node recorded without its pullback";
-        let pullback = saved
-            .as_ref()
-            .ok_or_else(|| Error::invalid("pullback", why))?;
-        pullback.pullback(c_bar)
+        Op::Network(plan) => record::<B, C, _, N>(Arc::new(plan.clone()), inputs),
     }
 }

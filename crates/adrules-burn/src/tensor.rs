@@ -2,8 +2,10 @@
 //! they live on.
 
 use std::any::Any;
+use std::sync::Arc;
 
 use adrules_core::network::{Network, NetworkPlan, Order, PlanCache};
+use adrules_core::rule::{PrimitiveCall, Rule};
 use adrules_core::rules::{AddOp, ContractOp, TraceOp};
 use adrules_core::{Error, Result};
 use burn_autodiff::Autodiff;
@@ -19,9 +21,10 @@ use burn_dispatch::{
 use burn_flex::Flex;
 use burn_tensor::Tensor;
 
+use crate::backend::BurnBackend;
 use crate::convert::{check_dtype, engine_error, unsupported};
-use crate::node::{Rule, primal_only, record};
-use crate::rules::{NetworkRule, Op, PrimitiveRule};
+use crate::node::{primal_only, record};
+use crate::rules::Op;
 
 /// A float tensor of any rank, as an input of [`apply`] (ops with operands of different
 /// ranks take a fixed-size array of these). Built with `.into()` from a [`Tensor`].
@@ -56,6 +59,25 @@ impl Operand {
             return Err(Error::rank("operand", rank, D));
         }
         Ok(Tensor::from_dispatch(self.0))
+    }
+
+    /// The operand reshaped to `dims` (as many elements, row-major) by burn's differentiable
+    /// reshape, whatever its rank.
+    ///
+    /// # Errors
+    /// [`Error::ShapeMismatch`] (`"operand"`) for another number of elements.
+    pub(crate) fn reshaped<const D: usize>(self, dims: [usize; D]) -> Result<Tensor<D>> {
+        let shape = self.dims();
+        if shape.iter().product::<usize>() != dims.iter().product::<usize>() {
+            return Err(Error::shape("operand", &dims, &shape));
+        }
+        // the dispatch backend's reshape (recorded by autodiff when the operand is tracked);
+        // the user-facing `reshape` would read a 0 in `dims` as "keep that axis"
+        let t = <burn_dispatch::Dispatch as burn_backend::ops::FloatTensorOps<_>>::float_reshape(
+            self.0,
+            dims.into(),
+        );
+        Ok(Tensor::from_dispatch(t))
     }
 }
 
@@ -219,9 +241,24 @@ pub fn apply<const N: usize, const D: usize>(op: &Op, inputs: [Operand; N]) -> R
         return Err(Error::rank("output", rank, D));
     }
     match op {
-        Op::Primitive(p) => run(PrimitiveRule::new(p.clone(), N)?, inputs),
-        Op::Network(plan) => run(NetworkRule(plan.clone()), inputs),
+        Op::Primitive(p) => run(Arc::new(PrimitiveCall::new(p.clone(), N)?), inputs),
+        Op::Network(plan) => run(Arc::new(plan.clone()), inputs),
     }
+}
+
+/// The network `plan` (shared, not copied) on `operands`, as one node of output rank `D`.
+///
+/// # Errors
+/// As [`network`].
+fn run_plan<const N: usize, const D: usize>(
+    plan: Arc<NetworkPlan>,
+    operands: [Operand; N],
+) -> Result<Tensor<D>> {
+    let rank = plan.output_dims().len().max(1);
+    if rank != D {
+        return Err(Error::rank("output", rank, D));
+    }
+    run(plan, operands)
 }
 
 /// burn's NdArray backend (deprecated upstream in favour of Flex; routed all the same).
@@ -231,8 +268,8 @@ type NdArray = burn_dispatch::backends::NdArray;
 
 /// Routes `inputs` to the backend they live on (with autodiff when any input has it) and runs
 /// `rule` there.
-pub(crate) fn run<R: Rule, const N: usize, const D: usize>(
-    rule: R,
+pub(crate) fn run<R: Rule + 'static, const N: usize, const D: usize>(
+    rule: Arc<R>,
     inputs: [Operand; N],
 ) -> Result<Tensor<D>> {
     let context = context(&inputs)?;
@@ -321,8 +358,8 @@ fn backend_of(inputs: &[Operand]) -> Result<Routed> {
 
 /// Runs `rule` on the primitives of `B` (with autodiff `Autodiff<B, C>` when the context
 /// says so).
-fn run_on<B: Backend, R: Rule, const N: usize, const D: usize>(
-    rule: R,
+fn run_on<B: Backend, R: Rule + 'static, const N: usize, const D: usize>(
+    rule: Arc<R>,
     x: [DispatchTensor; N],
     context: DispatchAutodiffContext,
 ) -> Result<Tensor<D>>
@@ -388,7 +425,7 @@ pub fn einsum<const N: usize, const D: usize>(
 ) -> Result<Tensor<D>> {
     let dims = scalar_dims(&Network::einsum(subscripts)?, &operands);
     let plan = PlanCache::global().einsum(subscripts, &dims)?;
-    network(&plan, operands)
+    run_plan(plan, operands)
 }
 
 /// The tensor network of the ncon index lists `indices` (positive labels contracted,
@@ -404,7 +441,10 @@ pub fn ncon<const N: usize, const D: usize, I: AsRef<[i64]>>(
 ) -> Result<Tensor<D>> {
     let net = Network::ncon(indices, None)?;
     let dims = scalar_dims(&net, &operands);
-    network(&NetworkPlan::new(&net, &dims, &Order::Default)?, operands)
+    run_plan(
+        Arc::new(NetworkPlan::new(&net, &dims, &Order::Default)?),
+        operands,
+    )
 }
 
 /// The shapes of `operands`, a shape-`[1]` operand of a rank-0 slot read as a scalar.
@@ -466,8 +506,14 @@ where
     }
 }
 
-fn on_autodiff<B: Backend, C: CheckpointStrategy, R: Rule, const N: usize, const D: usize>(
-    rule: R,
+fn on_autodiff<
+    B: Backend,
+    C: CheckpointStrategy,
+    R: Rule + 'static,
+    const N: usize,
+    const D: usize,
+>(
+    rule: Arc<R>,
     x: [DispatchTensor; N],
 ) -> Result<Tensor<D>>
 where
@@ -513,6 +559,66 @@ pub(crate) fn to_tensor<B: Backend, const D: usize>(p: FloatTensor<B>) -> Result
         routed_names()
     );
     Err(unsupported(why))
+}
+
+/// A computation on whichever routed burn backend a core backend `Bk` is: a rule whose code
+/// is burn's (an implicit function's closures) runs through [`on_burn`].
+pub(crate) trait OnBurn<Bk: adrules_core::Backend> {
+    /// What it returns.
+    type Output;
+
+    /// Runs on `be`, which is `Bk`.
+    fn run<B: Backend>(self, be: &BurnBackend<B>) -> Result<Self::Output>;
+}
+
+/// Runs `f` on `be` seen as the routed burn backend it is.
+///
+/// # Errors
+/// [`Error::Unsupported`] when `be` is not a [`BurnBackend`] of a routed backend; `f`'s.
+pub(crate) fn on_burn<Bk: adrules_core::Backend + 'static, F: OnBurn<Bk>>(
+    be: &Bk,
+    f: F,
+) -> Result<F::Output> {
+    let any: &dyn Any = be;
+    if let Some(be) = any.downcast_ref::<BurnBackend<Flex>>() {
+        return f.run(be);
+    }
+    #[cfg(feature = "ndarray")]
+    if let Some(be) = any.downcast_ref::<BurnBackend<NdArray>>() {
+        return f.run(be);
+    }
+    #[cfg(cube)]
+    if let Some(be) = any.downcast_ref::<BurnBackend<burn_dispatch::backends::Cube>>() {
+        return f.run(be);
+    }
+    let why = format!(
+        "burn code (an implicit function's closures) on the {} backend: it runs on burn's \
+         routed backends ({})",
+        be.name(),
+        routed_names()
+    );
+    Err(unsupported(why))
+}
+
+/// `x` as the type `Y` it is (a tensor of a generic backend seen as a burn tensor).
+///
+/// # Errors
+/// An engine error when it is not.
+pub(crate) fn cast_ref<X: 'static, Y: 'static>(x: &X) -> Result<&Y> {
+    let any: &dyn Any = x;
+    any.downcast_ref::<Y>()
+        .ok_or_else(|| engine_error("a tensor of another backend than the call's"))
+}
+
+/// `x` as the type `Y` it is (a burn tensor handed back as a generic backend's).
+///
+/// # Errors
+/// An engine error when it is not.
+pub(crate) fn cast<X: 'static, Y: 'static>(x: X) -> Result<Y> {
+    let any: Box<dyn Any> = Box::new(x);
+    any.downcast::<Y>()
+        .map(|y| *y)
+        .map_err(|_| engine_error("a tensor of another backend than the call's"))
 }
 
 /// The float primitive of `B` inside a plain user-facing tensor (the inverse of

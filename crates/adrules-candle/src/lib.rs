@@ -112,7 +112,6 @@ pub mod network;
 pub mod nn;
 mod ops;
 pub mod rule;
-mod select;
 
 pub use backend::CandleBackend;
 /// The candle version this crate is built against (`=0.11.1`), for callers that need the

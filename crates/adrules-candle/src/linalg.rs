@@ -12,16 +12,18 @@
 //! [`adrules_core::linalg::ClusteredEighPullback::pullback`]).
 //!
 //! # How
-//! The factorisation runs once, through [`CandleBackend`] (faer on the host; on a GPU the
-//! matrix is copied to the host and the factors back), together with the core's pullback.
-//! candle's custom ops have one output, so the factors are attached as the core's
-//! [`FactorsNode`] scheme says: one custom op over `A` whose output is a vector of zeros,
-//! one per factor, and per factor one custom op over that vector whose output is the factor
-//! (a copy of the computed values: candle owns an op's output). candle's backward hands
-//! each factor's op its cotangent, which it deposits with the node, and then the node's op
-//! the tickets of the deposits, from which it runs the pullback once ([`FactorsPullback`],
-//! shared with the burn adapter; no cotangent for a factor the loss does not use). Backward
-//! reruns nothing and copies no cotangent.
+//! Each decomposition is the core's rule ([`SvdRule`], [`TruncatedSvdRule`], [`QrRule`],
+//! [`EighRule`], [`ClusteredEighRule`]) run through the crate's one bridge,
+//! [`apply_rule`](crate::apply_rule): the factorisation runs once, through [`CandleBackend`]
+//! (faer on the host; on a GPU the matrix is copied to the host and the factors back),
+//! together with the core's pullback. candle's custom ops have one output, so the factors
+//! are attached by the core's multi-output scheme ([`adrules_core::rule::split`]): one custom
+//! op over `A` whose output is a vector of zeros, one per factor, and per factor one custom
+//! op over that vector whose output is the factor (a copy of the computed values: candle
+//! owns an op's output). candle's backward hands each factor's op its cotangent, which it
+//! deposits with the core's node, and then the node's op the tickets of the deposits, from
+//! which it runs the pullback once (shared with every engine; no cotangent for a factor the
+//! loss does not use). Backward reruns nothing and copies no cotangent.
 //!
 //! # Shapes and dtypes
 //! `A: [batch…, m, n]`, rank ≥ 2, f32 or f64 (candle has no complex dtype); the factors'
@@ -39,97 +41,31 @@
 //! [`Error::Unsupported`]: adrules_core::Error::Unsupported
 //! [`Error::GaugeIllDefined`]: adrules_core::Error::GaugeIllDefined
 
-use std::sync::Arc;
-
 use adrules_core::linalg::{
-    ClusterOptions, ClusteredEigh, Eigh, FactorsNode, FactorsPullback, Qr, QrMode, RuleOptions,
-    Svd, SvdMode, TruncatedSvd, Truncation, eigh_clustered_rrule, eigh_rrule, qr_rrule, svd_rrule,
-    svd_truncated_rrule,
+    ClusterOptions, ClusteredEigh, Eigh, Qr, QrMode, RuleOptions, Svd, SvdMode, TruncatedSvd,
+    Truncation,
 };
-use candle_core::{CpuStorage, CudaStorage, CustomOp1, Layout, MetalStorage, Shape, Tensor};
+use adrules_core::rule::{ClusteredEighRule, EighRule, QrRule, Rule, SvdRule, TruncatedSvdRule};
+use adrules_core::{Backend as _, Error};
+use candle_core::Tensor;
 
 use crate::backend::CandleBackend;
 use crate::convert::to_candle;
-use crate::select::{Depot, Selector, zeros};
 
-/// The node of a decomposition over `A` (see the module docs): its output is `[F]` zeros,
-/// its backward reads the tickets of its cotangent and runs the pullback.
-struct Node {
-    name: &'static str,
-    node: Arc<FactorsNode<CandleBackend>>,
-}
-
-impl CustomOp1 for Node {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
-    fn cpu_fwd(&self, s: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        zeros(s, self.node.num_factors())
-    }
-
-    fn cuda_fwd(&self, s: &CudaStorage, _: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
-        zeros(s, self.node.num_factors())
-    }
-
-    fn metal_fwd(
-        &self,
-        s: &MetalStorage,
-        _: &Layout,
-    ) -> candle_core::Result<(MetalStorage, Shape)> {
-        zeros(s, self.node.num_factors())
-    }
-
-    fn bwd(
-        &self,
-        _a: &Tensor,
-        _res: &Tensor,
-        grad: &Tensor,
-    ) -> candle_core::Result<Option<Tensor>> {
-        self.node.pullback(grad).map(Some).map_err(to_candle)
-    }
-}
-
-/// The factors `x` as nodes of candle's graph over `a` (see the module docs), or as they are
-/// when `a` is not tracked (a constant: no node, nothing kept).
-fn attach<const N: usize>(
-    name: &'static str,
+/// The factors of the decomposition `rule` of `a`, through the crate's one bridge
+/// ([`apply_rule`](crate::apply_rule)).
+fn decompose<R: Rule + 'static, const N: usize>(
+    rule: &R,
     a: &Tensor,
-    x: [Tensor; N],
-    pullback: FactorsPullback<CandleBackend>,
 ) -> candle_core::Result<[Tensor; N]> {
-    if !a.track_op() {
-        return Ok(x);
-    }
-    let node = Arc::new(FactorsNode::new(pullback));
-    let op = Node {
-        name,
-        node: node.clone(),
-    };
-    let out = a.apply_op1_arc(Arc::new(Box::new(op)))?;
-    let select = |(index, value)| {
-        let node: Arc<dyn Depot> = node.clone();
-        let op = Selector {
-            name,
-            index,
-            value,
-            node,
-        };
-        out.apply_op1_arc(Arc::new(Box::new(op)))
-    };
-    let factors = x
-        .into_iter()
-        .enumerate()
-        .map(select)
-        .collect::<candle_core::Result<Vec<_>>>()?;
-    factors.try_into().map_err(|v: Vec<Tensor>| {
-        candle_core::Error::Msg(format!("{name}: {} factors for {N}", v.len()))
+    let factors = crate::rule::apply(rule, &[a])?;
+    let n = factors.len();
+    factors.try_into().map_err(|_| {
+        to_candle(Error::Backend {
+            backend: "candle".into(),
+            message: format!("{}: {n} factors for {N}", rule.name()),
+        })
     })
-}
-
-/// The backend on `a`'s device and `a` without its graph (the core computes on values).
-fn prepare(a: &Tensor) -> (CandleBackend, Tensor) {
-    (CandleBackend::new(a.device().clone()), a.detach())
 }
 
 /// `A = U·diag(S)·Vh` for `A: [batch…, m, n]` as differentiable candle tensors (see the
@@ -163,9 +99,13 @@ pub fn svd(
     mode: SvdMode,
     opts: RuleOptions,
 ) -> candle_core::Result<Svd<CandleBackend>> {
-    let (be, ad) = prepare(a);
-    let (f, pb) = svd_rrule(&be, &ad, mode, opts).map_err(to_candle)?;
-    let [u, s, vh] = attach("adrules-svd", a, [f.u, f.s, f.vh], FactorsPullback::svd(pb))?;
+    let [u, s, vh] = decompose(
+        &SvdRule {
+            mode,
+            options: opts,
+        },
+        a,
+    )?;
     Ok(Svd { u, s, vh })
 }
 
@@ -182,15 +122,16 @@ pub fn svd_truncated(
     truncation: Truncation,
     opts: RuleOptions,
 ) -> candle_core::Result<TruncatedSvd<CandleBackend>> {
-    let (be, ad) = prepare(a);
-    let (f, pb) = svd_truncated_rrule(&be, &ad, truncation, opts).map_err(to_candle)?;
-    let x = [f.svd.u, f.svd.s, f.svd.vh, f.discarded];
-    let pb = FactorsPullback::svd_truncated(pb);
-    let [u, s, vh, discarded] = attach("adrules-svd-truncated", a, x, pb)?;
+    let rule = TruncatedSvdRule {
+        truncation,
+        options: opts,
+    };
+    let [u, s, vh, discarded] = decompose(&rule, a)?;
+    let rank = s.dims().last().copied().unwrap_or(0);
     Ok(TruncatedSvd {
         svd: Svd { u, s, vh },
         discarded,
-        rank: f.rank,
+        rank,
     })
 }
 
@@ -201,9 +142,7 @@ pub fn svd_truncated(
 /// # Errors
 /// As [`adrules_core::linalg::qr_rrule`], inside candle's error.
 pub fn qr(a: &Tensor, mode: QrMode) -> candle_core::Result<Qr<CandleBackend>> {
-    let (be, ad) = prepare(a);
-    let (f, pb) = qr_rrule(&be, &ad, mode).map_err(to_candle)?;
-    let [q, r] = attach("adrules-qr", a, [f.q, f.r], FactorsPullback::qr(pb))?;
+    let [q, r] = decompose(&QrRule { mode }, a)?;
     Ok(Qr { q, r })
 }
 
@@ -216,10 +155,7 @@ pub fn qr(a: &Tensor, mode: QrMode) -> candle_core::Result<Qr<CandleBackend>> {
 /// # Errors
 /// As [`adrules_core::linalg::eigh_rrule`], inside candle's error.
 pub fn eigh(a: &Tensor, opts: RuleOptions) -> candle_core::Result<Eigh<CandleBackend>> {
-    let (be, ad) = prepare(a);
-    let (f, pb) = eigh_rrule(&be, &ad, opts).map_err(to_candle)?;
-    let x = [f.values, f.vectors];
-    let [values, vectors] = attach("adrules-eigh", a, x, FactorsPullback::eigh(pb))?;
+    let [values, vectors] = decompose(&EighRule { options: opts }, a)?;
     Ok(Eigh { values, vectors })
 }
 
@@ -244,15 +180,23 @@ pub fn eigh_clustered(
     opts: &ClusterOptions,
     rule: RuleOptions,
 ) -> candle_core::Result<ClusteredEigh<CandleBackend>> {
-    let (be, ad) = prepare(a);
-    let (f, pb) = eigh_clustered_rrule(&be, &ad, &g.detach(), opts, rule).map_err(to_candle)?;
-    let x = [f.basis, f.corner];
-    let pb = FactorsPullback::eigh_clustered(pb);
-    let [basis, corner] = attach("adrules-eigh-clustered", a, x, pb)?;
+    let be = CandleBackend::new(g.device().clone());
+    let g = be.to_host(&g.detach()).map_err(to_candle)?;
+    let rule = ClusteredEighRule::new(g, opts.clone(), rule);
+    let [basis, corner] = decompose(&rule, a)?;
+    let (values, info) = rule.byproduct().ok_or_else(|| {
+        to_candle(Error::Backend {
+            backend: "candle".into(),
+            message: "the clustered eigh's values were not recorded".into(),
+        })
+    })?;
+    let values = CandleBackend::new(a.device().clone())
+        .from_host(values)
+        .map_err(to_candle)?;
     Ok(ClusteredEigh {
         basis,
         corner,
-        values: f.values,
-        info: f.info,
+        values,
+        info,
     })
 }

@@ -9,11 +9,13 @@
 //!   the rule's output and whose backward runs the rule's pullback on candle's cotangent; the
 //!   inputs and the output the rule [keeps](Rule::keeps) are read from candle's graph in
 //!   backward (the op keeps nothing else but the pullback);
-//! - **`M` outputs**: the core's multi-output scheme ([`OutputsNode`]): one custom op over the
-//!   inputs whose output is `[M]` zeros, and per output one selector op over it whose output
-//!   is that output; candle's backward deposits each used output's cotangent with the node and
-//!   the node runs the pullback once, `None` for an output the loss does not use (the rule's
-//!   pullback keeps the inputs and outputs it declared).
+//! - **`M` outputs**: the core's multi-output scheme
+//!   ([`OutputsNode`](adrules_core::rule::OutputsNode)) written as one-output rules by
+//!   [`split`]: one custom op over the inputs whose output is `[M]` zeros, and per output one
+//!   selector op over it whose output is that output; candle's backward deposits each used
+//!   output's cotangent with the node and the node runs the pullback once, `None` for an
+//!   output the loss does not use (the rule's pullback keeps the inputs and outputs it
+//!   declared).
 //!
 //! candle owns an op's output, so each output is copied once into candle's storage. Only the
 //! inputs candle tracks (variables, or tensors computed from one) are active and get a
@@ -30,27 +32,23 @@
 
 use std::sync::Arc;
 
-use adrules_core::rule::{self, OutputsNode, Primal, Rule, RulePullback};
+use adrules_core::rule::{self, Primal, Rule, RulePullback, split};
 use adrules_core::{Error, Result};
-use candle_core::{CustomOp1, CustomOp2, CustomOp3, Tensor};
+use candle_core::backend::BackendStorage;
+use candle_core::{CustomOp1, CustomOp2, CustomOp3, Shape, Storage, Tensor};
 
 use crate::backend::CandleBackend;
 use crate::convert::{check_device, from_candle, tensor_dtype, to_candle};
-use crate::select::{Depot, Selector, copy, zeros};
 
 /// The op name candle reports for every rule's node and selectors.
 const NAME: &str = "adrules-rule";
 
-/// The rule's node over its inputs (see the module docs).
-enum Node {
-    /// one output: the op's output is `value`, its backward the pullback on candle's
-    /// cotangent, the kept inputs and output read from candle's graph
-    Single {
-        value: Tensor,
-        pullback: Box<RulePullback<CandleBackend>>,
-    },
-    /// `M` outputs: the op's output is `[M]` zeros, its backward the core's node
-    Multi(Arc<OutputsNode<CandleBackend, RulePullback<CandleBackend>>>),
+/// A one-output rule's node over its inputs (see the module docs): the op's output is
+/// `value`, its backward the pullback on candle's cotangent, the kept inputs and output read
+/// from candle's graph.
+struct Node {
+    value: Tensor,
+    pullback: Box<RulePullback<CandleBackend>>,
 }
 
 impl Node {
@@ -61,37 +59,30 @@ impl Node {
         res: &Tensor,
         grad: &Tensor,
     ) -> Result<Vec<Option<Tensor>>> {
-        match self {
-            Node::Single { pullback, .. } => {
-                let keeps = pullback.keeps();
-                let inputs = x
-                    .iter()
-                    .zip(&keeps.inputs)
-                    .map(|(t, &k)| k.then(|| t.detach()))
-                    .collect();
-                let output = keeps.outputs[0].then(|| res.detach());
-                let primal = Primal::new(inputs, vec![output], pullback.active().to_vec());
-                let be = CandleBackend::new(grad.device().clone());
-                pullback.pullback_on(&be, &primal, &[Some(grad.clone())])
-            }
-            Node::Multi(node) => node.pullback(grad),
-        }
+        let keeps = self.pullback.keeps();
+        let inputs = x
+            .iter()
+            .zip(&keeps.inputs)
+            .map(|(t, &k)| k.then(|| t.detach()))
+            .collect();
+        let output = keeps.outputs[0].then(|| res.detach());
+        let primal = Primal::new(inputs, vec![output], self.pullback.active().to_vec());
+        let be = CandleBackend::new(grad.device().clone());
+        self.pullback
+            .pullback_on(&be, &primal, &[Some(grad.clone())])
     }
 
     /// The forward on a storage of any device (`pick` reads the value's storage there).
     fn forward<S>(
         &self,
-        s: &S,
+        _: &S,
         pick: impl Fn(&candle_core::Storage) -> Option<&S>,
     ) -> candle_core::Result<(S, candle_core::Shape)>
     where
         S: candle_core::backend::BackendStorage,
         S::Device: candle_core::backend::BackendDevice<Storage = S>,
     {
-        match self {
-            Node::Single { value, .. } => copy(NAME, value, pick),
-            Node::Multi(node) => zeros(s, node.num_outputs()),
-        }
+        copy(NAME, &self.value, pick)
     }
 }
 
@@ -278,44 +269,62 @@ fn run<R: Rule>(rule: &R, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
             ),
         });
     }
-    let (mut outputs, mut pullback) = rule::rrule(rule, &be, &refs, &active)?;
-    let node = if outputs.len() == 1 {
-        // the kept inputs and output come from candle's graph in backward
-        pullback.take_primal();
-        Node::Single {
-            value: outputs.remove(0),
-            pullback: Box::new(pullback),
-        }
-    } else {
-        Node::Multi(Arc::new(OutputsNode::new(pullback)))
+    if rule.num_outputs() == 1 {
+        return Ok(vec![one(rule, &be, inputs, &refs, &active)?]);
+    }
+    // several outputs: the core's scheme as one-output rules, a node and a selector each
+    let (joint, selectors) = split(rule);
+    let outputs = one(&joint, &be, inputs, &refs, &active).and_then(|node| {
+        let select = |s| one(&s, &be, &[&node], &[&node.detach()], &[true]);
+        selectors.into_iter().map(select).collect()
+    });
+    joint.release();
+    outputs
+}
+
+/// The one-output `rule` on `inputs` (their values `refs`, their activity `active`) as one
+/// custom op of candle's graph.
+fn one<R: Rule>(
+    rule: &R,
+    be: &CandleBackend,
+    inputs: &[&Tensor],
+    refs: &[&Tensor],
+    active: &[bool],
+) -> Result<Tensor> {
+    let (mut outputs, mut pullback) = rule::rrule(rule, be, refs, active)?;
+    // the kept inputs and output come from candle's graph in backward
+    pullback.take_primal();
+    let node = Node {
+        value: outputs.remove(0),
+        pullback: Box::new(pullback),
     };
-    let multi = match &node {
-        Node::Multi(n) => Some(n.clone()),
-        Node::Single { .. } => None,
-    };
-    let out = match inputs {
+    match inputs {
         [a] => a.apply_op1_arc(Arc::new(Box::new(node))),
         [a, b] => a.apply_op2_arc(b, Arc::new(Box::new(node))),
         [a, b, c] => a.apply_op3_arc(b, c, Arc::new(Box::new(node))),
         _ => return Err(Error::invalid("inputs", "1 to 3 inputs (checked above)")),
     }
-    .map_err(from_candle)?;
-    let Some(node) = multi else {
-        return Ok(vec![out]);
-    };
-    outputs
-        .into_iter()
-        .enumerate()
-        .map(|(index, value)| {
-            let node: Arc<dyn Depot> = node.clone();
-            let op = Selector {
-                name: NAME,
-                index,
-                value,
-                node,
-            };
-            out.apply_op1_arc(Arc::new(Box::new(op)))
-                .map_err(from_candle)
+    .map_err(from_candle)
+}
+
+/// The storage of `value` (a copy: candle owns an op's output), for the op `name`.
+fn copy<S>(
+    name: &str,
+    value: &Tensor,
+    pick: impl Fn(&Storage) -> Option<&S>,
+) -> candle_core::Result<(S, Shape)>
+where
+    S: BackendStorage,
+{
+    let (storage, layout) = value.storage_and_layout();
+    let s = pick(&storage).ok_or_else(|| {
+        to_candle(Error::Backend {
+            backend: "candle".into(),
+            message: format!(
+                "{name}: the outputs live on {:?}, not on the input's device",
+                value.device().location()
+            ),
         })
-        .collect()
+    })?;
+    Ok((s.try_clone(layout)?, value.shape().clone()))
 }

@@ -3,20 +3,19 @@
 
 use adrules_core::network::{Network, NetworkPlan, Order};
 use adrules_core::{Error, Result};
-use adrules_strided::{Strided, Tensor as StridedTensor};
-use dfdx::prelude::{PutTape, Shape, Tape, Tensor};
+use dfdx::prelude::{Shape, Tensor};
 use dfdx::tensor::Cpu;
 
-use crate::bridge::{copy_out, shape_for};
+use crate::bridge::shape_for;
 use crate::element::DfdxElement;
 use crate::operands::Operands;
-use crate::record::{add_fresh, record};
 
 /// Contracts the operands as the prepared network `plan`, as **one** op on dfdx's tape.
 ///
-/// The forward pass runs the plan (partial traces, then one pairwise contraction per merge of
-/// its tree) on host copies of the operands; with a tape it runs
-/// [`NetworkPlan::rrule`], whose pullback keeps the intermediates it reads. The backward pass
+/// The plan is a core [`Rule`](adrules_core::rule::Rule) run through the crate's one bridge,
+/// [`apply_rule`](crate::apply_rule): the forward pass runs the plan (partial traces, then one
+/// pairwise contraction per merge of its tree) on host copies of the operands; with a tape it
+/// runs [`NetworkPlan::rrule`], whose pullback keeps the intermediates it reads. The backward pass
 /// applies that pullback once ([`NetworkPullback::pullback`](adrules_core::network::NetworkPullback::pullback):
 /// the pairwise pullbacks in reverse order) and adds every operand's cotangent into its
 /// gradient. As with dfdx's own ops, every operand receives a gradient when the result is
@@ -57,28 +56,9 @@ where
             return Err(Error::shape(format!("operand {k}"), planned, d));
         }
     }
-    let out_shape: Out = shape_for(plan.output_dims(), "output")?;
-    let xs = operands.collect()?;
-    let inputs: Vec<StridedTensor> = xs.data.into_iter().map(StridedTensor::from_host).collect();
-    let refs: Vec<&StridedTensor> = inputs.iter().collect();
-    if !<X::Tape as Tape<E, Cpu>>::OWNS_TAPE {
-        let c = plan.execute(&Strided, &refs)?;
-        drop(inputs);
-        return Ok(copy_out(&xs.device, c, out_shape)?.put_tape(xs.tape));
-    }
-    let (c, pullback) = plan.rrule(&Strided, &refs, &vec![true; refs.len()])?;
-    drop(inputs); // the pullback keeps its own handles of what it reads
-    let out: Tensor<Out, E, Cpu> = copy_out(&xs.device, c, out_shape)?;
-    let mut x_bar: Option<Vec<Option<StridedTensor>>> = None;
-    Ok(record(out, xs.tape, xs.keys, move |c_bar, k, slot| {
-        if x_bar.is_none() {
-            x_bar = Some(pullback.pullback(c_bar)?);
-        }
-        match x_bar.as_ref().and_then(|x| x.get(k)) {
-            Some(Some(cot)) => add_fresh(slot, cot),
-            _ => Ok(()),
-        }
-    }))
+    // the output's shape type before anything runs
+    shape_for::<Out>(plan.output_dims(), "output")?;
+    crate::rule::apply_rule(plan, operands)
 }
 
 /// Contracts the operands as the ncon network `indices` (see

@@ -37,10 +37,15 @@
 //! [`crate::math`].
 //!
 //! # In an engine's graph
-//! An engine adapter attaches a decomposition as one node over `A` and one selector node
-//! per factor ([`FactorsNode`]): the selectors hand the factors' cotangents to the node,
-//! whose backward is one pullback over the cotangents of all of them
-//! ([`FactorsPullback`]); the factors are computed once, and backward reruns nothing.
+//! Each decomposition is a [`Rule`](crate::rule::Rule) of several outputs
+//! ([`SvdRule`](crate::rule::SvdRule), [`TruncatedSvdRule`](crate::rule::TruncatedSvdRule),
+//! [`QrRule`](crate::rule::QrRule), [`EighRule`](crate::rule::EighRule),
+//! [`ClusteredEighRule`](crate::rule::ClusteredEighRule)); an engine adapter runs it through
+//! its one bridge as one node over `A` and one selector node per factor
+//! ([`rule::split`](crate::rule::split), [`OutputsNode`](crate::rule::OutputsNode)): the
+//! selectors hand the factors' cotangents to the node, whose backward is one pullback over
+//! the cotangents of all of them; the factors are computed once, and backward reruns
+//! nothing.
 //!
 //! # Example: the gradient of the nuclear norm `Σ sᵢ`
 //! ```
@@ -70,7 +75,6 @@
 //!
 //! [`Error::GaugeIllDefined`]: crate::Error::GaugeIllDefined
 
-mod attach;
 pub(crate) mod batch;
 mod clustered;
 mod common;
@@ -81,7 +85,6 @@ mod normalize;
 mod qr;
 mod svd;
 
-pub use attach::{FactorsNode, FactorsPullback};
 pub use clustered::{
     ClusterInfo, ClusterOptions, ClusteredEigh, ClusteredEighPullback, ClusteredEighTangent,
     eigh_clustered, eigh_clustered_frule, eigh_clustered_rrule,

@@ -4,25 +4,33 @@
 //!
 //! | rule | inputs | outputs | pullback (formula and source) |
 //! |---|---|---|---|
-//! | [`Primitive`] (add, trace, contraction) | the operands, with C first when `β ≠ 0` | `C ← β·C + α·op(…)` | [`Primitive::pullback_at`] (TensorOperations.jl's rules; `MATH.md`, "The primitives") |
+//! | [`PrimitiveCall`], [`Primitive`] (add, trace, contraction) | the operands, with C first (a [`Primitive`]: when `β ≠ 0`) | `C ← β·C + α·op(…)` | [`Primitive::pullback_at`] (TensorOperations.jl's rules; `MATH.md`, "The primitives") |
 //! | [`NetworkPlan`] | the network's operands, in order | the contracted network | [`NetworkPlan::rrule`]: the pairwise steps' pullbacks in reverse |
 //! | [`SvdRule`] | `A` `[batch…, m, n]` | `U`, `S` (real), `Vh` | [`SvdPullback::pullback`](crate::linalg::SvdPullback::pullback) (Townsend 2016, Wan & Zhang 2019) |
 //! | [`QrRule`] | `A` `[batch…, m, n]` | `Q`, `R` | [`QrPullback::pullback`](crate::linalg::QrPullback::pullback) (Walter & Lehmann 2018, Liao et al. 2019) |
+//! | [`TruncatedSvdRule`] | `A` `[batch…, m, n]` | `U`, `S`, `Vh`, the discarded values | as [`SvdRule`], with the discarded subspace's term |
+//! | [`ClusteredEighRule`] | `A` `[batch…, n, n]`, Hermitian; `G` a constant | `W`, `C' = Wᴴ·A·W` | [`ClusteredEighPullback::pullback`](crate::linalg::ClusteredEighPullback::pullback) (Kato's projector derivative) |
 //! | [`EighRule`] | `A` `[batch…, n, n]`, Hermitian (within `√ε·max|A|`) | `λ` (real, ascending), `V` | [`EighPullback::pullback`](crate::linalg::EighPullback::pullback) (Giles 2008) |
 //!
 //! Each pullback owns what it reads (the primitives' saved operands, the networks' recorded
 //! steps, the decompositions' host factors), so each rule [keeps](Rule::keeps) nothing of
-//! the [`Primal`]. The entry points users already call (`einsum`, `linalg::svd`, the
-//! adapters' functions) are unchanged; these are the same rules seen through the trait.
+//! the [`Primal`], but the primitives, which keep the operands a cotangent reads (an engine
+//! then keeps them its own way). The entry points users already call (`einsum`,
+//! `linalg::svd`, the adapters' functions) are unchanged; these are the same rules seen
+//! through the trait.
 //!
 //! [`check_rule`]: https://docs.rs/adrules-testing/latest/adrules_testing/rule/fn.check_rule.html
 
 use super::{Keeps, Primal, Pullback, Rule, SyncBackend};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::host::HostTensor;
 use crate::linalg::{
-    QrMode, RuleOptions, SvdCotangents, SvdMode, eigh_frule, eigh_rrule, qr_frule, qr_rrule,
-    svd_frule, svd_rrule,
+    ClusterInfo, ClusterOptions, ClusteredEigh, QrMode, RuleOptions, SvdCotangents, SvdMode,
+    Truncation, eigh_clustered_frule, eigh_clustered_rrule, eigh_frule, eigh_rrule, qr_frule,
+    qr_rrule, svd_frule, svd_rrule, svd_truncated_frule, svd_truncated_rrule,
 };
 use crate::network::NetworkPlan;
 use crate::rules::{Primitive, Tangents};
@@ -35,10 +43,38 @@ fn none<B: Backend>(n: usize) -> Cotangents<B> {
     Ok(vec![None; n])
 }
 
-impl Primitive {
-    /// Whether the rule's inputs start with C: `β ≠ 0`.
-    fn with_c(&self) -> bool {
-        !self.beta().is_zero()
+/// One call of a [`Primitive`] as a rule, with or without C among its inputs: the operands
+/// in order (`[A]` for add and trace, `[A, B]` for a contraction), and C first when
+/// `with_c` (`[C, A]`, `[C, A, B]`) to compute `C ← β·C + α·op(…)`. Without C the output is
+/// fresh and β must be zero; with C and `β = 0`, C is not read and its cotangent is
+/// `conj(β)·C̄ = 0`. α and β are constants of the rule.
+///
+/// [`Primitive`] itself is a rule too: with C exactly when `β ≠ 0`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrimitiveCall {
+    op: Primitive,
+    with_c: bool,
+}
+
+impl PrimitiveCall {
+    /// The call of `op` with `inputs` tensors (its arity, or one more with C first).
+    ///
+    /// # Errors
+    /// Those of [`Primitive::takes_c`]: [`Error::CountMismatch`] (`"inputs"`), or
+    /// [`Error::InvalidArgument`] (`"beta"`) for a nonzero β without C.
+    pub fn new(op: Primitive, inputs: usize) -> Result<Self> {
+        let with_c = op.takes_c(inputs)?;
+        Ok(PrimitiveCall { op, with_c })
+    }
+
+    /// The primitive.
+    pub fn op(&self) -> &Primitive {
+        &self.op
+    }
+
+    /// Whether the inputs start with C.
+    pub fn with_c(&self) -> bool {
+        self.with_c
     }
 
     /// `(C to update, the operands)` for the rule's inputs.
@@ -47,61 +83,105 @@ impl Primitive {
         be: &B,
         x: &'x [&'x B::Tensor],
     ) -> Result<(B::Tensor, &'x [&'x B::Tensor])> {
-        if self.with_c() {
+        if self.with_c {
             Ok((x[0].clone(), &x[1..]))
         } else {
-            Ok((self.fresh_output(be, x)?, x))
+            Ok((self.op.fresh_output(be, x)?, x))
         }
     }
 }
 
+impl From<Primitive> for PrimitiveCall {
+    /// With C exactly when `β ≠ 0`.
+    fn from(op: Primitive) -> Self {
+        let with_c = !op.beta().is_zero();
+        PrimitiveCall { op, with_c }
+    }
+}
+
 /// `C ← β·C + α·op(operands)` as a rule: `N` = the arity (1 for add and trace, 2 for a
-/// contraction) when `β = 0` (a fresh output), plus C as the first input when `β ≠ 0`.
-/// α and β are constants of the rule (their cotangents are the primitives' own
-/// [`Primitive::pullback_at`] with an [`Activity`](crate::rules::Activity) flag).
-impl Rule for Primitive {
+/// contraction), plus C as the first input with C. α and β are constants of the rule
+/// (their cotangents are the primitives' own [`Primitive::pullback_at`] with an
+/// [`Activity`](crate::rules::Activity) flag).
+///
+/// The pullback reads the operands from the [`Primal`]: the rule
+/// [keeps](Rule::keeps) exactly the operands a cotangent reads
+/// ([`Primitive::reads_operand`]: a contraction's `Ā` reads B and `B̄` reads A; add and
+/// trace read none) and never C, so an engine keeps them its own way (burn through its
+/// checkpointer). Add and trace are [memory bound](Rule::memory_bound), a contraction is not.
+impl Rule for PrimitiveCall {
     fn name(&self) -> &str {
-        Primitive::name(self)
+        self.op.name()
     }
 
     fn num_inputs(&self) -> usize {
-        self.arity() + usize::from(self.with_c())
+        self.op.arity() + usize::from(self.with_c)
     }
 
     fn num_outputs(&self) -> usize {
         1
     }
 
+    /// C has the output's rank, the operands their spec's.
+    fn input_rank(&self, i: usize) -> Option<usize> {
+        match i.checked_sub(usize::from(self.with_c)) {
+            None => Some(self.op.output_rank()),
+            Some(k) => self.op.operand_rank(k),
+        }
+    }
+
+    /// Add and trace: a permutation or a sum is cheaper to recompute than to keep.
+    fn memory_bound(&self) -> bool {
+        !matches!(self.op, Primitive::Contract(_))
+    }
+
     /// The operands' shapes against the op's spec and, with `β ≠ 0`, C's shape against the
     /// output's: [`Error::ShapeMismatch`] naming `"c"`, or the spec's errors.
     fn check<B: Backend>(&self, be: &B, x: &[&B::Tensor]) -> Result<()> {
-        let k = usize::from(self.with_c());
+        let k = usize::from(self.with_c);
         let dims: Vec<_> = x[k..].iter().map(|t| be.dims(t)).collect();
-        let out = self.output_dims(&dims)?;
+        let out = self.op.output_dims(&dims)?;
         if k == 1 && be.dims(x[0]).as_slice() != out.as_slice() {
             return Err(Error::shape("c", &out, &be.dims(x[0])));
         }
         Ok(())
     }
 
+    /// The operands a cotangent reads, never C, no output.
     fn keeps(&self, active: &[bool]) -> Keeps {
-        Keeps::none(active.len(), 1)
+        let with_c = self.with_c;
+        let (k, act) = (usize::from(with_c), self.op.activity(with_c, active));
+        Keeps {
+            inputs: (0..active.len())
+                .map(|i| i >= k && self.op.reads_operand(i - k, act))
+                .collect(),
+            outputs: vec![false],
+        }
     }
 
     fn rrule<B: SyncBackend>(
         &self,
         be: &B,
         x: &[&B::Tensor],
-        active: &[bool],
+        _active: &[bool],
     ) -> Result<Outputs<B>> {
-        let with_c = self.with_c();
+        let with_c = self.with_c;
         let (mut c, ops) = self.split_inputs(be, x)?;
-        let pb = Primitive::rrule(self, be, &mut c, ops, self.activity(with_c, active))?;
-        let (op, n) = (self.clone(), x.len());
-        let pullback = move |_: &B, _: &Primal<B>, c_bar: &[Option<B::Tensor>]| -> Cotangents<B> {
+        let c_meta = (be.dims(&c), be.dtype(&c));
+        let metas: Vec<_> = ops.iter().map(|t| (be.dims(t), be.dtype(t))).collect();
+        self.op.apply(be, &mut c, ops)?;
+        let (op, n, k) = (self.op.clone(), x.len(), usize::from(with_c));
+        let pullback = move |be: &B, p: &Primal<B>, c_bar: &[Option<B::Tensor>]| -> Cotangents<B> {
             let Some(c_bar) = &c_bar[0] else {
                 return none::<B>(n);
             };
+            let act = op.activity(with_c, p.activity());
+            let kept = |(j, (dims, dtype)): (usize, &(crate::Dims, crate::DType))| {
+                let t = p.inputs().get(j + k).cloned().flatten();
+                (dims.clone(), *dtype, t)
+            };
+            let operands: Vec<_> = metas.iter().enumerate().map(kept).collect();
+            let pb = op.pullback_saved(be, c_meta.clone(), &operands, act)?;
             Ok(op
                 .cotangents_in_order(pb.pullback(c_bar)?, with_c)
                 .into_vec())
@@ -115,7 +195,7 @@ impl Rule for Primitive {
         x: &[&B::Tensor],
         dx: &[Option<&B::Tensor>],
     ) -> Result<(Vec<B::Tensor>, Vec<Option<B::Tensor>>)> {
-        let k = usize::from(self.with_c());
+        let k = usize::from(self.with_c);
         let (mut c, ops) = self.split_inputs(be, x)?;
         let t = Tangents {
             c: if k == 1 { dx[0] } else { None },
@@ -124,14 +204,75 @@ impl Rule for Primitive {
             alpha: None,
             beta: None,
         };
-        let dc = Primitive::frule(self, be, &mut c, ops, t)?;
+        let dc = self.op.frule(be, &mut c, ops, t)?;
         Ok((vec![c], vec![Some(dc)]))
     }
 
     fn primal<B: SyncBackend>(&self, be: &B, x: &[&B::Tensor]) -> Result<Vec<B::Tensor>> {
         let (mut c, ops) = self.split_inputs(be, x)?;
-        self.apply(be, &mut c, ops)?;
+        self.op.apply(be, &mut c, ops)?;
         Ok(vec![c])
+    }
+}
+
+/// `C ← β·C + α·op(operands)` as a rule, with C first exactly when `β ≠ 0`: the rule of
+/// [`PrimitiveCall::from`] this primitive (see [`PrimitiveCall`]).
+impl Rule for Primitive {
+    fn name(&self) -> &str {
+        Primitive::name(self)
+    }
+
+    fn num_inputs(&self) -> usize {
+        self.call().num_inputs()
+    }
+
+    fn num_outputs(&self) -> usize {
+        1
+    }
+
+    fn input_rank(&self, i: usize) -> Option<usize> {
+        self.call().input_rank(i)
+    }
+
+    fn memory_bound(&self) -> bool {
+        self.call().memory_bound()
+    }
+
+    fn check<B: Backend>(&self, be: &B, x: &[&B::Tensor]) -> Result<()> {
+        self.call().check(be, x)
+    }
+
+    fn keeps(&self, active: &[bool]) -> Keeps {
+        self.call().keeps(active)
+    }
+
+    fn rrule<B: SyncBackend>(
+        &self,
+        be: &B,
+        x: &[&B::Tensor],
+        active: &[bool],
+    ) -> Result<Outputs<B>> {
+        self.call().rrule(be, x, active)
+    }
+
+    fn frule<B: SyncBackend>(
+        &self,
+        be: &B,
+        x: &[&B::Tensor],
+        dx: &[Option<&B::Tensor>],
+    ) -> Result<(Vec<B::Tensor>, Vec<Option<B::Tensor>>)> {
+        self.call().frule(be, x, dx)
+    }
+
+    fn primal<B: SyncBackend>(&self, be: &B, x: &[&B::Tensor]) -> Result<Vec<B::Tensor>> {
+        self.call().primal(be, x)
+    }
+}
+
+impl Primitive {
+    /// The call of this primitive with C exactly when `β ≠ 0`.
+    fn call(&self) -> PrimitiveCall {
+        PrimitiveCall::from(self.clone())
     }
 }
 
@@ -143,6 +284,11 @@ impl Rule for NetworkPlan {
 
     fn num_inputs(&self) -> usize {
         self.num_operands()
+    }
+
+    /// Each operand's planned rank.
+    fn input_rank(&self, i: usize) -> Option<usize> {
+        self.operand_dims(i).map(<[usize]>::len)
     }
 
     fn num_outputs(&self) -> usize {
@@ -335,5 +481,171 @@ impl Rule for EighRule {
             vec![y.values, y.vectors],
             vec![Some(t.values), Some(t.vectors)],
         ))
+    }
+}
+
+/// The truncated SVD `A ≈ U·diag(S)·Vh` of rank `r` as a rule (see
+/// [`svd_truncated_rrule`](crate::linalg::svd_truncated_rrule) for the truncation, the gauge
+/// and the errors): one input `A: [batch…, m, n]`, four outputs `[U, S, Vh, discarded]`
+/// (`[batch…, m, r]`, `[batch…, r]`, `[batch…, r, n]`, `[batch…, k − r]`; the rank `r` is
+/// `S`'s last axis). The pullback is
+/// [`SvdPullback::pullback`](crate::linalg::SvdPullback::pullback) with the discarded
+/// subspace's term unless [`RuleOptions::discarded_term`] is off.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TruncatedSvdRule {
+    /// the largest rank and relative cutoff
+    pub truncation: Truncation,
+    /// degeneracy tolerance, broadening, discarded term
+    pub options: RuleOptions,
+}
+
+impl Rule for TruncatedSvdRule {
+    fn name(&self) -> &str {
+        "svd_truncated"
+    }
+
+    fn num_inputs(&self) -> usize {
+        1
+    }
+
+    fn num_outputs(&self) -> usize {
+        4
+    }
+
+    fn keeps(&self, _: &[bool]) -> Keeps {
+        Keeps::none(1, 4)
+    }
+
+    fn rrule<B: SyncBackend>(&self, be: &B, x: &[&B::Tensor], _: &[bool]) -> Result<Outputs<B>> {
+        let (out, pb) = svd_truncated_rrule(be, x[0], self.truncation, self.options)?;
+        let pullback = move |_: &B, _: &Primal<B>, y: &[Option<B::Tensor>]| -> Cotangents<B> {
+            Ok(vec![Some(pb.pullback(SvdCotangents {
+                u: y[0].as_ref(),
+                s: y[1].as_ref(),
+                vh: y[2].as_ref(),
+                discarded: y[3].as_ref(),
+            })?)])
+        };
+        let y = vec![out.svd.u, out.svd.s, out.svd.vh, out.discarded];
+        Ok((y, Box::new(pullback)))
+    }
+
+    fn frule<B: SyncBackend>(
+        &self,
+        be: &B,
+        x: &[&B::Tensor],
+        dx: &[Option<&B::Tensor>],
+    ) -> Result<(Vec<B::Tensor>, Vec<Option<B::Tensor>>)> {
+        let Some(dx) = dx[0] else {
+            return Ok((self.primal(be, x)?, vec![None; 4]));
+        };
+        let (y, t) = svd_truncated_frule(be, x[0], dx, self.truncation, self.options)?;
+        Ok((
+            vec![y.svd.u, y.svd.s, y.svd.vh, y.discarded],
+            vec![
+                Some(t.svd.u),
+                Some(t.svd.s),
+                Some(t.svd.vh),
+                Some(t.discarded),
+            ],
+        ))
+    }
+}
+
+/// What a [`ClusteredEighRule`] call found besides its outputs: the kept eigenvalues
+/// `[batch…, k]` (real, on the host, sorted by `|λ|` descending) and one [`ClusterInfo`] per
+/// matrix in row-major batch order.
+pub type ClusteredByproduct = (HostTensor, Vec<ClusterInfo>);
+
+/// The clustered eigendecomposition of a Hermitian `A` with the secondary operator `G` as a
+/// rule (see [`eigh_clustered_rrule`](crate::linalg::eigh_clustered_rrule) for the
+/// clusters, the gauge and the errors): one input `A: [batch…, n, n]`, two outputs
+/// `[W, C']`, the basis `W: [batch…, n, k]` and the compressed matrix
+/// `C' = Wᴴ·A·W: [batch…, k, k]`. `G: [n, n]` is a constant of the rule (no cotangent), in
+/// `A`'s dtype. The pullback is
+/// [`ClusteredEighPullback::pullback`](crate::linalg::ClusteredEighPullback::pullback) (Kato's
+/// projector derivative; sources there).
+///
+/// The kept eigenvalues and the diagnostics are not differentiable outputs (`C'` carries the
+/// eigenvalues; the cluster structure is piecewise constant): each call leaves them as a
+/// **byproduct** ([`ClusteredEighRule::byproduct`]), shared by the clones of the rule.
+#[derive(Clone, Debug)]
+pub struct ClusteredEighRule {
+    g: HostTensor,
+    options: ClusterOptions,
+    rule: RuleOptions,
+    byproduct: Arc<Mutex<Option<ClusteredByproduct>>>,
+}
+
+impl ClusteredEighRule {
+    /// The rule for the secondary operator `g` (host, `[n, n]`, Hermitian, `A`'s dtype), the
+    /// cluster options and the pullback's options.
+    pub fn new(g: HostTensor, options: ClusterOptions, rule: RuleOptions) -> Self {
+        ClusteredEighRule {
+            g,
+            options,
+            rule,
+            byproduct: Arc::default(),
+        }
+    }
+
+    /// The byproduct of the last call of this rule or a clone of it (`None` before any).
+    pub fn byproduct(&self) -> Option<ClusteredByproduct> {
+        self.byproduct
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn keep<B: Backend>(&self, be: &B, out: &ClusteredEigh<B>) -> Result<()> {
+        let values = be.to_host(&out.values)?;
+        *self
+            .byproduct
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((values, out.info.clone()));
+        Ok(())
+    }
+}
+
+impl Rule for ClusteredEighRule {
+    fn name(&self) -> &str {
+        "eigh_clustered"
+    }
+
+    fn num_inputs(&self) -> usize {
+        1
+    }
+
+    fn num_outputs(&self) -> usize {
+        2
+    }
+
+    fn keeps(&self, _: &[bool]) -> Keeps {
+        Keeps::none(1, 2)
+    }
+
+    fn rrule<B: SyncBackend>(&self, be: &B, x: &[&B::Tensor], _: &[bool]) -> Result<Outputs<B>> {
+        let g = be.from_host(self.g.clone())?;
+        let (out, pb) = eigh_clustered_rrule(be, x[0], &g, &self.options, self.rule)?;
+        self.keep(be, &out)?;
+        let pullback = move |_: &B, _: &Primal<B>, y: &[Option<B::Tensor>]| -> Cotangents<B> {
+            Ok(vec![Some(pb.pullback(y[0].as_ref(), y[1].as_ref())?)])
+        };
+        Ok((vec![out.basis, out.corner], Box::new(pullback)))
+    }
+
+    fn frule<B: SyncBackend>(
+        &self,
+        be: &B,
+        x: &[&B::Tensor],
+        dx: &[Option<&B::Tensor>],
+    ) -> Result<(Vec<B::Tensor>, Vec<Option<B::Tensor>>)> {
+        let Some(dx) = dx[0] else {
+            return Ok((self.primal(be, x)?, vec![None, None]));
+        };
+        let g = be.from_host(self.g.clone())?;
+        let (y, t) = eigh_clustered_frule(be, x[0], dx, &g, &self.options, self.rule)?;
+        self.keep(be, &y)?;
+        Ok((vec![y.basis, y.corner], vec![Some(t.basis), Some(t.corner)]))
     }
 }

@@ -31,8 +31,9 @@
 //! cotangents of a rule's `M` outputs meet: the engine records one node over the inputs and
 //! one selector per output, each selector deposits its output's cotangent and hands the node a
 //! ticket; the node's backward runs the pullback once on all of them (the scheme is on
-//! [`OutputsNode`]; the decompositions' [`FactorsNode`](crate::linalg::FactorsNode) is the
-//! same node over their pullbacks). Nothing of it is in an adapter.
+//! [`OutputsNode`]). [`split`] writes the scheme as `1 + M` rules of one
+//! output each ([`Joint`] and a [`Selector`] per output), so that an engine's one bridge, for
+//! one-output rules, runs every rule. Nothing of it is in an adapter.
 //!
 //! # Conventions
 //! - Inputs and outputs are in a fixed order: `inputs[i]`, `outputs[j]`, cotangents and
@@ -147,12 +148,17 @@
 mod builtin;
 mod node;
 mod run;
+mod split;
 
 use std::fmt::Debug;
 
-pub use builtin::{EighRule, QrRule, SvdRule};
+pub use builtin::{
+    ClusteredByproduct, ClusteredEighRule, EighRule, PrimitiveCall, QrRule, SvdRule,
+    TruncatedSvdRule,
+};
 pub use node::{JointPullback, OutputsNode};
 pub use run::{RulePullback, frule, primal, rrule};
+pub use split::{Joint, Selector, split};
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -201,6 +207,25 @@ pub trait Rule: Debug + Send + Sync {
     fn check<B: Backend>(&self, be: &B, inputs: &[&B::Tensor]) -> Result<()> {
         let _ = (be, inputs);
         Ok(())
+    }
+
+    /// The rank input `i` must have, when the rule fixes it (`None`, the default: any rank,
+    /// or a rank the rule's [`check`](Rule::check) decides). Engines without rank-0 tensors
+    /// read it: burn passes a scalar as shape `[1]`, and its bridge hands the rule a rank-0
+    /// tensor for an input declared here with rank 0 (otherwise the rule sees `[1]`).
+    fn input_rank(&self, i: usize) -> Option<usize> {
+        let _ = i;
+        None
+    }
+
+    /// `true` when computing the outputs is cheap next to keeping them (a permutation, a
+    /// trace, an elementwise map): an engine with gradient checkpointing (burn's
+    /// `BalancedCheckpointing`) may then drop the outputs after the forward pass and
+    /// recompute them from the inputs in backward, when a later op's backward needs them.
+    /// The default is `false` (compute bound, as a GEMM or a factorisation: the outputs are
+    /// kept).
+    fn memory_bound(&self) -> bool {
+        false
     }
 
     /// Which inputs and outputs the pullback reads from its [`Primal`], given which inputs are
@@ -252,6 +277,59 @@ pub trait Rule: Debug + Send + Sync {
     fn primal<B: SyncBackend>(&self, be: &B, inputs: &[&B::Tensor]) -> Result<Vec<B::Tensor>> {
         let active = vec![false; inputs.len()];
         Ok(self.rrule(be, inputs, &active)?.0)
+    }
+}
+
+/// A borrowed rule is the rule: engines and [`split`] take rules by value.
+impl<R: Rule + ?Sized> Rule for &R {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn num_inputs(&self) -> usize {
+        (**self).num_inputs()
+    }
+
+    fn num_outputs(&self) -> usize {
+        (**self).num_outputs()
+    }
+
+    fn input_rank(&self, i: usize) -> Option<usize> {
+        (**self).input_rank(i)
+    }
+
+    fn memory_bound(&self) -> bool {
+        (**self).memory_bound()
+    }
+
+    fn check<B: Backend>(&self, be: &B, inputs: &[&B::Tensor]) -> Result<()> {
+        (**self).check(be, inputs)
+    }
+
+    fn keeps(&self, active: &[bool]) -> Keeps {
+        (**self).keeps(active)
+    }
+
+    fn rrule<B: SyncBackend>(
+        &self,
+        be: &B,
+        inputs: &[&B::Tensor],
+        active: &[bool],
+    ) -> Result<(Vec<B::Tensor>, Box<dyn Pullback<B>>)> {
+        (**self).rrule(be, inputs, active)
+    }
+
+    fn frule<B: SyncBackend>(
+        &self,
+        be: &B,
+        inputs: &[&B::Tensor],
+        tangents: &[Option<&B::Tensor>],
+    ) -> Result<(Vec<B::Tensor>, Vec<Option<B::Tensor>>)> {
+        (**self).frule(be, inputs, tangents)
+    }
+
+    fn primal<B: SyncBackend>(&self, be: &B, inputs: &[&B::Tensor]) -> Result<Vec<B::Tensor>> {
+        (**self).primal(be, inputs)
     }
 }
 

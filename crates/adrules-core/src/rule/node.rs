@@ -14,8 +14,7 @@ use crate::scalar::DType;
 
 /// A pullback over the cotangents of `M` outputs at once, `None` for an output the loss does
 /// not use: what an [`OutputsNode`] runs. Implemented by a rule's [`RulePullback`] (the
-/// cotangents of its inputs) and by the decompositions'
-/// [`FactorsPullback`](crate::linalg::FactorsPullback) (`Ā`).
+/// cotangents of its inputs).
 pub trait JointPullback<B: Backend> {
     /// What the pullback returns.
     type Output;

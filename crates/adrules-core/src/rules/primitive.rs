@@ -299,6 +299,50 @@ impl Primitive {
         })
     }
 
+    /// The pullback at a primal point given by what it reads, for a caller that kept the
+    /// operands itself (the [`Rule`](crate::rule::Rule) of a primitive, whose engine keeps
+    /// the inputs its [`Keeps`](crate::rule::Keeps) names): `operands[k]` is operand `k`
+    /// where [`reads_operand`](Self::reads_operand) says a cotangent reads it (`None`
+    /// otherwise), `metas` the shape and dtype of every operand, `c` those of C. β must
+    /// not be active (C before the update is not kept). The cotangents are those of
+    /// [`pullback_at`](Self::pullback_at) at the same point, to the bit.
+    ///
+    /// # Errors
+    /// [`Error::CountMismatch`] (`"operands"`); [`Error::InvalidArgument`] (`"operands"`)
+    /// for an operand a cotangent reads that is `None`, or (`"beta"`) for an active β.
+    pub(crate) fn pullback_saved<B: Backend>(
+        &self,
+        be: &B,
+        c: (Dims, DType),
+        operands: &[(Dims, DType, Option<B::Tensor>)],
+        active: Activity,
+    ) -> Result<PrimitivePullback<B>> {
+        if operands.len() != self.arity() {
+            return Err(count_error(self.arity(), operands.len()));
+        }
+        if active.beta {
+            let why = "β is active: its cotangent reads C before the update, which is not kept";
+            return Err(Error::invalid("beta", why));
+        }
+        let meta = |(dims, dtype): (Dims, DType)| super::Meta { dims, dtype };
+        let at = super::skeleton::Saved {
+            operands: operands.iter().map(|o| o.2.clone()).collect(),
+            metas: operands.iter().map(|o| meta((o.0.clone(), o.1))).collect(),
+            c_old: None,
+            c_meta: meta(c),
+            active,
+        };
+        Ok(match self {
+            Primitive::Add(op) => PrimitivePullback::Add(AddPullback::from_saved(be, op, at)?),
+            Primitive::Trace(op) => {
+                PrimitivePullback::Trace(TracePullback::from_saved(be, op, at)?)
+            }
+            Primitive::Contract(op) => {
+                PrimitivePullback::Contract(Box::new(ContractPullback::from_saved(be, op, at)?))
+            }
+        })
+    }
+
     /// Second order (forward-over-reverse): the tangent of this call's pullback.
     ///
     /// The pullback `C̄ ↦ (C̄_in, Ā, B̄)` at the primal point `(c, x)`, differentiated along

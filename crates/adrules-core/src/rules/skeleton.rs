@@ -138,6 +138,28 @@ impl<B: Backend, Op: Formulas> OpPullback<B, Op> {
         })
     }
 
+    /// The pullback of `op` at a point given by what it reads (`at`, shapes already
+    /// checked): the operands [`Formulas::keeps`] names must be present.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidArgument`] (`"operands"`) for an operand a cotangent reads that
+    /// `at` lacks; those of building the plan.
+    pub(crate) fn from_saved(be: &B, op: &Op, at: Saved<B>) -> Result<Self> {
+        let keeps = op.keeps(at.active);
+        for (k, keep) in keeps.iter().enumerate() {
+            if *keep && at.operands.get(k).is_none_or(Option::is_none) {
+                let why = format!("operand {k} is read by a cotangent and was not kept");
+                return Err(crate::error::Error::invalid("operands", why));
+            }
+        }
+        Ok(OpPullback {
+            backend: be.clone(),
+            op: op.clone(),
+            plan: op.plan()?,
+            at,
+        })
+    }
+
     /// Fresh cotangents of the active inputs for the output cotangent `c_bar`.
     ///
     /// # Errors

@@ -279,7 +279,8 @@ fn default_degeneracy_tolerance_passes_a_random_f32_matrix() {
 /// absent (the same `Ā`) and a nonzero one is refused.
 #[test]
 fn zero_discarded_cotangent_without_the_term_is_absent() {
-    use adrules_core::linalg::{FactorsPullback, Truncation, svd_truncated_rrule};
+    use adrules_core::linalg::{Truncation, svd_truncated_rrule};
+    use adrules_core::rule::{self, TruncatedSvdRule};
     use adrules_core::{Backend, HostTensor};
     use adrules_strided::Strided;
     let be = Strided;
@@ -292,6 +293,11 @@ fn zero_discarded_cotangent_without_the_term_is_absent() {
         ..RuleOptions::default()
     };
     let (_, pb) = svd_truncated_rrule(&be, &a, Truncation::rank(2), opts).unwrap();
+    let rule = TruncatedSvdRule {
+        truncation: Truncation::rank(2),
+        options: opts,
+    };
+    let (_, all) = rule::rrule(&rule, &be, &[&a], &[true]).unwrap();
     let host = |dims: &[usize], v: f64| {
         let n = dims.iter().product();
         be.from_host(HostTensor::from_vec(dims, vec![v; n]).unwrap())
@@ -306,14 +312,16 @@ fn zero_discarded_cotangent_without_the_term_is_absent() {
             discarded: None,
         })
         .unwrap();
-    let all = FactorsPullback::svd_truncated(pb);
+    let some = |t: &adrules_strided::Tensor| Some(t.clone());
     let zero = all
-        .pullback(&[u.clone(), s.clone(), vh.clone(), host(&[1], 0.0)])
+        .pullback(&[some(&u), some(&s), some(&vh), Some(host(&[1], 0.0))])
+        .unwrap()
+        .remove(0)
         .unwrap();
     let (x, y) = (be.to_host(&absent).unwrap(), be.to_host(&zero).unwrap());
     assert_eq!(x.as_slice::<f64>().unwrap(), y.as_slice::<f64>().unwrap());
     assert!(x.as_slice::<f64>().unwrap().iter().any(|v| *v != 0.0));
-    match all.pullback(&[u, s, vh, host(&[1], 0.5)]) {
+    match all.pullback(&[Some(u), Some(s), Some(vh), Some(host(&[1], 0.5))]) {
         Err(Error::InvalidArgument { arg, .. }) => assert_eq!(arg, "discarded_bar"),
         other => panic!("expected InvalidArgument, got {other:?}"),
     }

@@ -3,8 +3,10 @@
 //! cotangents, the frule against finite differences and the frule/rrule adjoint identity,
 //! non-mutation of the inputs. The rules: the primitives ([`Primitive`]: a permuted add, a
 //! partial trace, a contraction with conjugation flags, each fresh (`β = 0`) and updating a
-//! C (`β ≠ 0`, C the first input)), a planned three-operand network ([`NetworkPlan`]), and
-//! the decompositions [`SvdRule`] (thin) and [`QrRule`] (reduced) in double precision (SVD
+//! C (`β ≠ 0`, C the first input), and a contraction given C with `β = 0`
+//! ([`PrimitiveCall`])), a planned three-operand network ([`NetworkPlan`]), and the
+//! decompositions [`SvdRule`] (thin), [`TruncatedSvdRule`] (rank 2) and [`QrRule`]
+//! (reduced) in double precision (SVD
 //! real only: of a complex matrix it has a phase gauge that a random cotangent of `U`
 //! depends on, which the rule refuses with `GaugeIllDefined`, as the conformance group
 //! `decomposition_rules` checks; the full and complete modes' complement columns are such a
@@ -12,8 +14,9 @@
 //! Hermitian, and `check_rule`'s random perturbations leave that set (`decomposition_rules`
 //! checks eigh's rules on Hermitian inputs).
 
+use adrules_core::linalg::{RuleOptions, Truncation};
 use adrules_core::network::{Network, NetworkPlan, Order};
-use adrules_core::rule::{QrRule, Rule, SvdRule, SyncBackend};
+use adrules_core::rule::{PrimitiveCall, QrRule, Rule, SvdRule, SyncBackend, TruncatedSvdRule};
 use adrules_core::rules::{AddOp, ContractOp, Primitive, TraceOp};
 use adrules_core::{Conj, ContractSpec, DType, DynScalar, Permutation, Result, TraceSpec};
 
@@ -101,6 +104,13 @@ pub fn builtin_rules<B: SyncBackend>(be: &B, cfg: &Config) {
             let dims: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
             let r = one(be, &mut rng, &plan, &dims, dtype, &mut failures);
             run(&mut failures, r, "network");
+            // C among the inputs with β = 0 (not read; its cotangent is zero)
+            let (op, dims) = cases[5].clone();
+            let op = op.with_coefficients(DynScalar::F64(1.5), DynScalar::F64(0.0));
+            let call = PrimitiveCall::new(op, 3).expect("C first");
+            let dims: Vec<&[usize]> = dims.iter().map(Vec::as_slice).collect();
+            let r = one(be, &mut rng, &call, &dims, dtype, &mut failures);
+            run(&mut failures, r, "contract with C, beta = 0");
         }
         if !cfg.supports(&[dtype], &[3]) || !dtype.is_double() {
             continue;
@@ -112,6 +122,12 @@ pub fn builtin_rules<B: SyncBackend>(be: &B, cfg: &Config) {
             if !dtype.is_complex() {
                 let r = one(be, &mut rng, &SvdRule::default(), d, dtype, &mut failures);
                 run(&mut failures, r, "svd");
+                let truncated = TruncatedSvdRule {
+                    truncation: Truncation::rank(2),
+                    options: RuleOptions::default(),
+                };
+                let r = one(be, &mut rng, &truncated, d, dtype, &mut failures);
+                run(&mut failures, r, "svd_truncated");
             }
         }
     }

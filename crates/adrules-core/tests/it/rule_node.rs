@@ -1,25 +1,37 @@
-//! [`FactorsNode`], the meeting point of a decomposition's factor cotangents in an engine
-//! whose ops have one output: the pullback it runs from the deposits its tickets name equals
-//! the decomposition's own pullback on the same cotangents (an unused factor as no
-//! cotangent); a deposit is taken once; passes interleaved on one node, or run on two
+//! [`OutputsNode`] (`src/rule/node.rs`), the meeting point of a rule's output cotangents in
+//! an engine whose ops have one output, here over the SVD rule: the pullback it runs from the
+//! deposits its tickets name equals the decomposition's own pullback on the same cotangents
+//! (an unused factor as no cotangent); a deposit is taken once; passes interleaved on one node, or run on two
 //! threads at once, each get their own cotangents; and a cotangent that is not the sum of
 //! this pass's selector vectors is a typed error, never a number.
 
-use adrules_core::linalg::{
-    FactorsNode, FactorsPullback, RuleOptions, SvdCotangents, SvdMode, svd_rrule,
-};
+use adrules_core::linalg::{RuleOptions, SvdCotangents, SvdMode, SvdPullback, svd_rrule};
+use adrules_core::rule::{self, OutputsNode, RulePullback, SvdRule};
 use adrules_core::{Backend, DType, Error, HostTensor};
 use adrules_strided::{Strided, Tensor};
 
-/// A fixed `4 × 3` matrix's SVD node and its pullback (distinct nonzero singular values).
-fn node() -> (
-    FactorsNode<Strided>,
-    adrules_core::linalg::SvdPullback<Strided>,
-) {
+/// The node of the SVD rule on `A`, whose pullback returns `[Ā]`.
+struct Node(OutputsNode<Strided, RulePullback<Strided>>);
+
+impl Node {
+    fn deposit(&self, output: usize, cotangent: Tensor) -> adrules_core::Result<Tensor> {
+        self.0.deposit(output, cotangent)
+    }
+
+    fn pullback(&self, node_bar: &Tensor) -> adrules_core::Result<Tensor> {
+        let mut a_bar = self.0.pullback(node_bar)?;
+        Ok(a_bar.remove(0).expect("A is active"))
+    }
+}
+
+/// A fixed `4 × 3` matrix's SVD node and the decomposition's own pullback (distinct nonzero
+/// singular values).
+fn node() -> (Node, SvdPullback<Strided>) {
     let a = vec![4.0, 1.0, 0.0, 1.0, 3.0, 1.0, 0.0, 1.0, 2.0, 1.0, 0.0, 1.0];
     let a = tensor(&[4, 3], a);
     let (_, pb) = svd_rrule(&Strided, &a, SvdMode::Thin, RuleOptions::default()).unwrap();
-    (FactorsNode::new(FactorsPullback::svd(pb.clone())), pb)
+    let (_, rule_pb) = rule::rrule(&SvdRule::default(), &Strided, &[&a], &[true]).unwrap();
+    (Node(OutputsNode::new(rule_pb)), pb)
 }
 
 fn tensor(dims: &[usize], v: Vec<f64>) -> Tensor {
@@ -162,7 +174,7 @@ fn a_cotangent_that_is_not_this_pass_tickets_is_a_typed_error() {
         other => panic!("expected DTypeMismatch, got {other:?}"),
     }
     match node.deposit(3, cot(&[3], 0)) {
-        Err(Error::InvalidArgument { arg, .. }) => assert_eq!(arg, "factor"),
+        Err(Error::InvalidArgument { arg, .. }) => assert_eq!(arg, "output"),
         other => panic!("expected InvalidArgument, got {other:?}"),
     }
     // the refused cotangents took nothing: both deposits are still there, and a wrong shape
