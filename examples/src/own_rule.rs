@@ -2,7 +2,9 @@
 //! operations defined once with [`adrules::rule::Rule`], checked by
 //! [`adrules_testing::check_rule`], run on the strided backend and (with the features
 //! `candle` and `burn`) as candle and burn ops through `adrules::candle::apply_rule` and
-//! `adrules::burn::apply_rule`.
+//! `adrules::burn::apply_rule`; [`on_burn`] and [`on_candle`] train a loss built on
+//! [`LogSumExp`] with the engines' own optimizers (burn-optim's SGD on a
+//! `#[derive(Module)]`, candle-nn's SGD).
 //!
 //! - [`LogSumExp`]: `y = log Σ_axes exp(x)` over chosen axes, numerically stable (the maximum
 //!   subtracted first), pullback `x̄ = exp(x − y) ⊙ ȳ` (the softmax times the broadcast
@@ -295,5 +297,114 @@ impl Rule for MaxArg {
         let dy: Vec<f64> = arg.iter().enumerate().map(|(r, &a)| d[r * n + a]).collect();
         let dy = device(be, &dims[..dims.len() - 1], dy, dtype)?;
         Ok((y, vec![Some(dy), None]))
+    }
+}
+
+/// [`LogSumExp`] inside a burn model trained with burn's own optimizer: a module whose
+/// parameter `θ: [1, n]` is fitted so that `logsumexp(θ) = 0` by burn-optim's SGD.
+#[cfg(feature = "burn")]
+pub mod on_burn {
+    use adrules::Result;
+    use adrules::burn::burn_tensor::{DType, Device, Tensor, TensorData};
+    use adrules::burn::nn::burn_core as burn;
+    use adrules::burn::{apply_rule, try_backward};
+    use burn::module::{Module, Param};
+    use burn_optim::{GradientsParams, Optimizer, SgdConfig};
+
+    use super::LogSumExp;
+
+    /// One parameter `θ: [1, n]`; its output is `logsumexp(θ)` over the last axis.
+    #[derive(Module, Debug)]
+    pub struct Fit {
+        /// `θ`
+        pub theta: Param<Tensor<2>>,
+    }
+
+    impl Fit {
+        /// `θ = start` (f64) on `device`.
+        pub fn new(start: &[f64], device: &Device) -> Self {
+            let data = TensorData::new(start.to_vec(), [1, start.len()]);
+            let theta = Tensor::from_data(data, (device, DType::F64));
+            Fit {
+                theta: Param::from_tensor(theta),
+            }
+        }
+
+        /// The loss `logsumexp(θ)²` through the rule, as a burn op.
+        ///
+        /// # Errors
+        /// The rule's (through `apply_rule`).
+        pub fn loss(&self) -> Result<Tensor<1>> {
+            let lse = LogSumExp { axes: vec![1] };
+            let y: Tensor<1> = apply_rule(&lse, [(&self.theta.val()).into()])?[0]
+                .clone()
+                .into_tensor()?;
+            Ok((y.clone() * y).sum())
+        }
+    }
+
+    /// Trains `θ` from `start` for `steps` SGD steps of rate `lr` on Flex with autodiff;
+    /// returns the loss before and after.
+    ///
+    /// # Errors
+    /// The rule's, or one reported inside burn's backward pass.
+    pub fn train(start: &[f64], steps: usize, lr: f64) -> Result<(f64, f64)> {
+        let device = Device::flex().autodiff();
+        let mut model = Fit::new(start, &device);
+        let mut optim = SgdConfig::new().init();
+        let first: f64 = model.loss()?.into_scalar();
+        for _ in 0..steps {
+            let loss = model.loss()?;
+            let grads = GradientsParams::from_grads(try_backward(&loss)?, &model);
+            model = optim.step(lr, model, grads);
+        }
+        Ok((first, model.loss()?.into_scalar()))
+    }
+}
+
+/// [`LogSumExp`] trained with candle's own optimizer: `θ: [n]`, a candle `Var`, fitted so that
+/// `logsumexp(θ) = 0` by candle-nn's SGD.
+#[cfg(feature = "candle")]
+pub mod on_candle {
+    use adrules::Result;
+    use adrules::candle::candle_core::{Device, Tensor, Var};
+    use adrules::candle::nn::candle_nn::{Optimizer, SGD};
+    use adrules::candle::{adrules_error, apply_rule};
+
+    use super::LogSumExp;
+
+    /// A candle error as the typed error it carries (or [`adrules::Error::Backend`]).
+    fn typed(e: adrules::candle::candle_core::Error) -> adrules::Error {
+        adrules_error(&e)
+            .cloned()
+            .unwrap_or(adrules::Error::Backend {
+                backend: "candle".into(),
+                message: e.to_string(),
+            })
+    }
+
+    /// `logsumexp(θ)²` through the rule, as a candle op.
+    fn loss(theta: &Tensor) -> Result<Tensor> {
+        let lse = LogSumExp { axes: vec![0] };
+        let y = apply_rule(&lse, &[theta]).map_err(typed)?;
+        y[0].sqr().and_then(|t| t.sum_all()).map_err(typed)
+    }
+
+    /// Trains `θ` from `start` for `steps` SGD steps of rate `lr` on the CPU; returns the
+    /// loss before and after.
+    ///
+    /// # Errors
+    /// The rule's, or candle's (backward included).
+    pub fn train(start: &[f64], steps: usize, lr: f64) -> Result<(f64, f64)> {
+        let theta = Tensor::from_vec(start.to_vec(), start.len(), &Device::Cpu).map_err(typed)?;
+        let theta = Var::from_tensor(&theta).map_err(typed)?;
+        let mut sgd = SGD::new(vec![theta.clone()], lr).map_err(typed)?;
+        let value = |t: &Tensor| -> Result<f64> { loss(t)?.to_scalar::<f64>().map_err(typed) };
+        let first = value(theta.as_tensor())?;
+        for _ in 0..steps {
+            sgd.backward_step(&loss(theta.as_tensor())?)
+                .map_err(typed)?;
+        }
+        Ok((first, value(theta.as_tensor())?))
     }
 }

@@ -1,8 +1,8 @@
 //! The example rules of `own_rule` (`LogSumExp`, `MaxArg`), written on the public API only:
 //! `check_rule` passes on the strided backend (finite differences, the frule's adjoint
 //! identity, non-mutation); against closed forms; through candle and burn (features) the
-//! gradient equals the strided pullback; a tiny gradient-descent loop lowers a loss built on
-//! `LogSumExp` in burn and in candle.
+//! gradient equals the strided pullback; the engines' own optimizers (burn-optim's SGD on a
+//! `#[derive(Module)]`, candle-nn's SGD) lower a loss built on `LogSumExp`.
 
 use adrules::rule;
 use adrules::strided::Strided;
@@ -84,23 +84,9 @@ fn candle_gradients_equal_the_strided_pullback_and_training_lowers_the_loss() {
         .to_vec1::<f64>()
         .unwrap();
     assert_eq!(got, strided_pullback(&MaxArg, &h, &[Some(w.clone()), None]));
-    // fit θ so that logsumexp(θ) = 0 by plain gradient descent
-    let lse = LogSumExp { axes: vec![0] };
-    let theta = Var::from_tensor(&up(&x(&[5], 4))).unwrap();
-    let loss = |t: &Tensor| {
-        apply_rule(&lse, &[t]).unwrap()[0]
-            .sqr()
-            .unwrap()
-            .sum_all()
-            .unwrap()
-    };
-    let first = loss(theta.as_tensor()).to_scalar::<f64>().unwrap();
-    for _ in 0..50 {
-        let g = loss(theta.as_tensor()).backward().unwrap();
-        let step = (g.get(theta.as_tensor()).unwrap() * 0.2).unwrap();
-        theta.set(&(theta.as_tensor() - step).unwrap()).unwrap();
-    }
-    let last = loss(theta.as_tensor()).to_scalar::<f64>().unwrap();
+    // fit θ so that logsumexp(θ) = 0 with candle-nn's SGD
+    let start = values(&x(&[5], 4));
+    let (first, last) = adrules_examples::own_rule::on_candle::train(&start, 50, 0.2).unwrap();
     assert!(last < 1e-3 * first, "{first} → {last}");
 }
 
@@ -124,28 +110,8 @@ fn burn_gradients_equal_the_strided_pullback_and_training_lowers_the_loss() {
     let g = (y0 * wt).sum().backward();
     let got: Vec<f64> = t.grad(&g).unwrap().into_data().iter::<f64>().collect();
     assert_eq!(got, strided_pullback(&MaxArg, &h, &[Some(w), None]));
-    // fit θ so that logsumexp(θ) = 0 by plain gradient descent
-    let lse = LogSumExp { axes: vec![1] };
-    let step = |theta: &[f64]| -> (f64, Vec<f64>) {
-        let t = up(&HostTensor::from_vec(&[1, 5], theta.to_vec()).unwrap()).require_grad();
-        let y: Tensor<1> = apply_rule(&lse, [(&t).into()]).unwrap()[0]
-            .clone()
-            .into_tensor()
-            .unwrap();
-        let loss = (y.clone() * y).sum();
-        let value: f64 = loss.clone().into_scalar();
-        let g = loss.backward();
-        (
-            value,
-            t.grad(&g).unwrap().into_data().iter::<f64>().collect(),
-        )
-    };
-    let mut theta = values(&x(&[1, 5], 4));
-    let first = step(&theta).0;
-    for _ in 0..50 {
-        let (_, g) = step(&theta);
-        theta.iter_mut().zip(g).for_each(|(t, g)| *t -= 0.2 * g);
-    }
-    let last = step(&theta).0;
+    // fit θ so that logsumexp(θ) = 0 in a `#[derive(Module)]` with burn-optim's SGD
+    let start = values(&x(&[1, 5], 4));
+    let (first, last) = adrules_examples::own_rule::on_burn::train(&start, 50, 0.2).unwrap();
     assert!(last < 1e-3 * first, "{first} → {last}");
 }
