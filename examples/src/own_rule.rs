@@ -309,7 +309,7 @@ pub mod on_burn {
     use adrules::burn::nn::burn_core as burn;
     use adrules::burn::{apply_rule, try_backward};
     use burn::module::{Module, Param};
-    use burn_optim::{GradientsParams, Optimizer, SgdConfig};
+    use burn_optim::{GradientsParams, SgdConfig};
 
     use super::LogSumExp;
 
