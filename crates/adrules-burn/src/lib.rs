@@ -30,13 +30,17 @@
 //! - [`apply_rule`] ([`mod@rule`]): any [`Rule`](adrules_core::rule::Rule) of the core, a
 //!   downstream crate's own operation with any number of inputs and outputs, on burn's
 //!   user-facing tensors: one node (several outputs: one node and a selector per output,
-//!   the core's `OutputsNode`) whose backward is the rule's pullback.
+//!   the core's `rule::split`) whose backward is the rule's pullback.
 //! - [`linalg`]: SVD (thin, full, truncated), QR, symmetric and clustered eigendecomposition
 //!   on burn tensors, each one node of burn's graph whose backward is the core's pullback.
 //! - `BurnBackend::cube` (with a cubecl feature): the core backend on a cubecl device (wgpu,
 //!   CUDA, …), for the core's API ([`forward`], the conformance suite, `ising2d --device`).
 //! - [`try_backward`] and [`take_backward_errors`]: what went wrong inside burn's infallible
 //!   backward pass, as typed errors, on the thread that built the graph.
+//!
+//! Every op above is a core [`Rule`](adrules_core::rule::Rule) (a primitive call, a network
+//! plan, a decomposition, an implicit function) recorded by the crate's one bridge, the same
+//! that [`apply_rule`] runs a downstream crate's rule through.
 //!
 //! ## Example
 //! ```

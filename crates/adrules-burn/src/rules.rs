@@ -98,7 +98,7 @@ pub fn forward<B: Backend, const N: usize>(
 /// Runs `op` on `inputs` (see [`Op`] for their order), primitives of `Autodiff<B, C>` for
 /// any burn backend `B` and checkpointing strategy `C`, and records it as one node of the
 /// autodiff graph with every input as a parent; its backward is the shared pullback on
-/// [`BurnBackend<B>`].
+/// [`BurnBackend<B>`](crate::BurnBackend).
 ///
 /// # Checkpointing
 /// Inputs the pullback reads are saved through burn's checkpointer and retrieved in

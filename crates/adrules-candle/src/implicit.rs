@@ -15,12 +15,14 @@
 //! no second-order autograd (which candle only gives through the process-wide
 //! `CANDLE_GRAD_DO_NOT_DETACH` switch).
 
+use std::any::Any;
 use std::sync::Arc;
 
 use adrules_core::implicit::{
     Conditions, ConditionsVjp, ImplicitFunction, ImplicitScalar, LinearMaps, Point, SolverOptions,
     Structure, VjpMaps, device,
 };
+use adrules_core::rule::{Keeps, Primal, Pullback, Rule, SyncBackend};
 use adrules_core::{Backend, Error, HostTensor, Result};
 use candle_core::backend::BackendDevice;
 use candle_core::backprop::GradStore;
@@ -345,9 +347,11 @@ type DeviceConditions = dyn Fn(&[Tensor], &Tensor) -> candle_core::Result<Tensor
 /// returns `c` with as many elements as `y`. All inputs and `y` share one dtype, f32 or f64,
 /// and one device. The output is `y`, differentiable with respect to every input.
 ///
-/// The op is `N(x) + y.detach()`, where the custom op `N` returns zeros in its forward pass
-/// (allocated on the device, no copy of `y`) and the implicit pullback in its backward
-/// pass.
+/// The op is a core [`Rule`] run through the crate's one bridge
+/// ([`apply_rule`](crate::apply_rule)): one custom op over the inputs whose output is `y`
+/// (copied once into candle's storage) and whose backward is the implicit pullback; with more
+/// than 3 inputs (candle's custom ops take at most 3) its one input is every input flattened
+/// and concatenated (one copy of the inputs).
 ///
 /// [`Method::Auto`]: adrules_core::implicit::Method::Auto
 /// [`Method::Lu`]: adrules_core::implicit::Method::Lu
@@ -436,18 +440,27 @@ impl Implicit {
             check_device(t, &device, &format!("x[{i}]"))?;
             same_dtype(t.dtype(), dtype, &format!("x[{i}]"))?;
         }
-        let be = CandleBackend::new(device.clone());
-        let detached: Vec<Tensor> = x.iter().map(|t| t.detach()).collect();
+        let call = ImplicitCall {
+            f: self.clone(),
+            n: x.len(),
+        };
+        Ok(crate::rule::run(&call, x)?.remove(0))
+    }
+
+    /// `y(x)` by the solver on `be` from the inputs `detached` (without their graph), checked
+    /// (finiteness, device and dtype of `y`, the conditions tolerance).
+    fn solve(&self, be: &CandleBackend, detached: &[Tensor]) -> Result<Tensor> {
+        let (device, dtype) = (be.device(), detached[0].dtype());
         for (i, t) in detached.iter().enumerate() {
-            device::check_finite(&be, t, &format!("x[{i}]"))?;
+            device::check_finite(be, t, &format!("x[{i}]"))?;
         }
-        let y = (self.solver)(&detached).map_err(from_candle)?.detach();
-        check_device(&y, &device, "y (solver output)")?;
+        let y = (self.solver)(detached).map_err(from_candle)?.detach();
+        check_device(&y, device, "y (solver output)")?;
         same_dtype(y.dtype(), dtype, "y (solver output)")?;
-        device::check_finite(&be, &y, "y (solver output)")?;
+        device::check_finite(be, &y, "y (solver output)")?;
         if let Some(tolerance) = self.conditions_tolerance {
             let arg = "conditions c(x, y)";
-            let c = (self.conditions)(&detached, &y).map_err(from_candle)?;
+            let c = (self.conditions)(detached, &y).map_err(from_candle)?;
             if c.elem_count() != y.elem_count() {
                 return Err(Error::shape(
                     "conditions c(x, y) (elements)",
@@ -457,19 +470,100 @@ impl Implicit {
             }
             same_dtype(c.dtype(), dtype, arg)?;
             let c = c.flatten_all().map_err(from_candle)?;
-            device::check_conditions(&be, &c, tolerance)?;
+            device::check_conditions(be, &c, tolerance)?;
         }
-        let point = DevicePoint {
-            f: self.clone(),
-            x: detached,
-            y: y.clone(),
-        };
-        let pullback = move |y_bar: &Tensor| match point.y.dtype() {
-            candle_core::DType::F64 => point.pullback::<f64>(y_bar),
-            _ => point.pullback::<f32>(y_bar),
-        };
-        attach(&y, x, Box::new(pullback))
+        Ok(y)
     }
+}
+
+/// An [`Implicit`] called with `n` inputs, as a core [`Rule`] run by the crate's bridge
+/// ([`apply_rule`](crate::apply_rule); more than 3 inputs are packed into one op there): its
+/// closures are candle code, so it runs on [`CandleBackend`] only.
+#[derive(Clone, Debug)]
+struct ImplicitCall {
+    f: Implicit,
+    n: usize,
+}
+
+impl Rule for ImplicitCall {
+    fn name(&self) -> &str {
+        "implicit"
+    }
+
+    fn num_inputs(&self) -> usize {
+        self.n
+    }
+
+    fn num_outputs(&self) -> usize {
+        1
+    }
+
+    /// Every input and the solution `y`, when an input is active (the conditions' VJPs are
+    /// taken at `(x, y)`).
+    fn keeps(&self, active: &[bool]) -> Keeps {
+        let any = active.contains(&true);
+        Keeps {
+            inputs: vec![any; active.len()],
+            outputs: vec![any],
+        }
+    }
+
+    fn rrule<B: SyncBackend>(
+        &self,
+        be: &B,
+        x: &[&B::Tensor],
+        _: &[bool],
+    ) -> Result<(Vec<B::Tensor>, Box<dyn Pullback<B>>)> {
+        let be: &CandleBackend = cast_ref(be)?;
+        let x = x.iter().map(|t| cast_ref::<_, Tensor>(*t).cloned());
+        let y = self.f.solve(be, &x.collect::<Result<Vec<_>>>()?)?;
+        let (f, n) = (self.f.clone(), self.n);
+        let pullback = move |_: &B, p: &Primal<B>, c: &[Option<B::Tensor>]| {
+            let Some(y_bar) = &c[0] else {
+                return Ok(vec![None; n]);
+            };
+            let x = (0..n).map(|i| cast_ref::<_, Tensor>(p.input(i)?).cloned());
+            let point = DevicePoint {
+                f: f.clone(),
+                x: x.collect::<Result<_>>()?,
+                y: cast_ref::<_, Tensor>(p.output(0)?)?.clone(),
+            };
+            let y_bar: &Tensor = cast_ref(y_bar)?;
+            let x_bar = match point.y.dtype() {
+                candle_core::DType::F64 => point.pullback::<f64>(y_bar)?,
+                _ => point.pullback::<f32>(y_bar)?,
+            };
+            let keep = |(g, &on): (Tensor, &bool)| on.then(|| cast(g)).transpose();
+            x_bar.into_iter().zip(p.activity()).map(keep).collect()
+        };
+        Ok((vec![cast(y)?], Box::new(pullback)))
+    }
+}
+
+/// `x` as the type `Y` it is (the generic backend of a rule seen as candle's).
+///
+/// # Errors
+/// [`Error::Unsupported`] when it is not (an [`Implicit`] called on another backend).
+fn cast_ref<X: 'static, Y: 'static>(x: &X) -> Result<&Y> {
+    let any: &dyn Any = x;
+    any.downcast_ref::<Y>().ok_or_else(|| Error::Unsupported {
+        backend: std::any::type_name::<X>().into(),
+        what: "an implicit function with candle closures (it runs on candle only)".into(),
+    })
+}
+
+/// `x` as the type `Y` it is (a candle tensor handed back as the generic backend's).
+///
+/// # Errors
+/// As [`cast_ref`].
+fn cast<X: 'static, Y: 'static>(x: X) -> Result<Y> {
+    let any: Box<dyn Any> = Box::new(x);
+    any.downcast::<Y>()
+        .map(|y| *y)
+        .map_err(|_| Error::Unsupported {
+            backend: std::any::type_name::<X>().into(),
+            what: "an implicit function with candle closures (it runs on candle only)".into(),
+        })
 }
 
 /// Checks that argument `arg` has the dtype `want` of the first input.
@@ -522,7 +616,7 @@ impl DevicePoint {
 
     /// `x̄` (packed like the op's input) for `ȳ`: the core's engine pullback, a dense solve
     /// on the host or a matrix-free one on the device ([`device::engine_pullback`]).
-    fn pullback<T: CandleScalar>(&self, y_bar: &Tensor) -> Result<Tensor> {
+    fn pullback<T: CandleScalar>(&self, y_bar: &Tensor) -> Result<Vec<Tensor>> {
         let be = CandleBackend::new(self.y.device().clone());
         let structure = self.f.structure;
         let flat = |t: &Tensor| t.flatten_all().map_err(from_candle);
@@ -539,8 +633,8 @@ impl DevicePoint {
         let x: Vec<&Tensor> = self.x.iter().collect();
         let options = &self.f.options;
         let x_bar = device::engine_pullback(&be, &x, &y, &y_bar, options, host, device)?;
-        let flat: Vec<Tensor> = x_bar.iter().map(flat).collect::<Result<_>>()?;
-        Tensor::cat(&flat, 0).map_err(from_candle)
+        let shaped = |(g, x): (Tensor, &Tensor)| g.reshape(x.shape()).map_err(from_candle);
+        x_bar.into_iter().zip(&self.x).map(shaped).collect()
     }
 }
 

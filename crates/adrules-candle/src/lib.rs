@@ -17,8 +17,11 @@
 //!   returning the core's factor types; `backward()` through any factor runs the core's
 //!   decomposition pullbacks.
 //! - [`apply_rule`] ([`mod@rule`]): any [`Rule`](adrules_core::rule::Rule) of the core, a
-//!   downstream crate's own operation with `N ≤ 3` inputs and any number of outputs, as a
-//!   differentiable candle op whose backward is the rule's pullback.
+//!   downstream crate's own operation with any number of inputs and outputs, as a
+//!   differentiable candle op whose backward is the rule's pullback (more than 3 inputs are
+//!   packed into one op). The decompositions of [`linalg`] and [`Implicit`] are core rules
+//!   run through it; the primitives and networks have ops of their own that write the output
+//!   straight into candle's storage.
 //! - [`fn@implicit`] and [`CandleConditions`] ([`mod@implicit`]): implicit functions whose
 //!   conditions are written with candle tensors; candle's backward gives `Aᴴ·u` and `Bᴴ·u`,
 //!   the core's implicit rule does the rest, and the op registers the implicit pullback (the

@@ -17,14 +17,19 @@
 //!   output the loss does not use (the rule's pullback keeps the inputs and outputs it
 //!   declared).
 //!
+//! candle's custom ops take at most 3 inputs: a rule with more is one op over every input
+//! flattened and concatenated (one copy of the inputs; candle's `cat` hands each input its
+//! slice of the cotangent; the inputs must then share one dtype), whose pullback keeps the
+//! inputs it reads itself.
+//!
 //! candle owns an op's output, so each output is copied once into candle's storage. Only the
 //! inputs candle tracks (variables, or tensors computed from one) are active and get a
 //! cotangent; with none, the rule's primal runs and its outputs are plain tensors (no node).
 //!
 //! # Errors
 //! As the core's driver ([`adrules_core::rule`]'s errors, the rule's own
-//! [`check`](Rule::check)), plus [`Error::Unsupported`] for a dtype other than f32/f64 or a
-//! rule with more than 3 inputs (candle's custom ops take at most 3), and
+//! [`check`](Rule::check)), plus [`Error::Unsupported`] for a dtype other than f32/f64 or,
+//! with more than 3 inputs, inputs of several dtypes, and
 //! [`Error::DeviceMismatch`] naming `"input i"` for inputs on different devices, all as
 //! candle errors carrying the typed error ([`adrules_error`](crate::adrules_error)). A
 //! failure of the pullback inside `backward()` is a candle error carrying the typed error
@@ -49,6 +54,9 @@ const NAME: &str = "adrules-rule";
 struct Node {
     value: Tensor,
     pullback: Box<RulePullback<CandleBackend>>,
+    /// more than 3 inputs: the op's one input is every input flattened and concatenated,
+    /// and the pullback keeps the inputs it reads itself
+    packed: bool,
 }
 
 impl Node {
@@ -59,6 +67,9 @@ impl Node {
         res: &Tensor,
         grad: &Tensor,
     ) -> Result<Vec<Option<Tensor>>> {
+        if self.packed {
+            return self.packed_cotangent(grad).map(|g| vec![Some(g)]);
+        }
         let keeps = self.pullback.keeps();
         let inputs = x
             .iter()
@@ -70,6 +81,27 @@ impl Node {
         let be = CandleBackend::new(grad.device().clone());
         self.pullback
             .pullback_on(&be, &primal, &[Some(grad.clone())])
+    }
+
+    /// The cotangent of the packed input: each input's cotangent (zeros for an inactive
+    /// one) flattened and concatenated, as the packing (candle's `cat` hands each input its
+    /// slice).
+    fn packed_cotangent(&self, grad: &Tensor) -> Result<Tensor> {
+        let g = self.pullback.pullback(&[Some(grad.clone())])?;
+        let pb = &self.pullback;
+        let flat = |(i, g): (usize, &Option<Tensor>)| -> Result<Tensor> {
+            match g {
+                Some(t) => t.flatten_all().map_err(from_candle),
+                None => {
+                    let n: usize = pb.input_dims(i).unwrap_or_default().iter().product();
+                    let dtype = pb.input_dtype(i).unwrap_or(adrules_core::DType::F32);
+                    let dtype = crate::convert::candle_dtype(dtype)?;
+                    Tensor::zeros(n, dtype, grad.device()).map_err(from_candle)
+                }
+            }
+        };
+        let flat = g.iter().enumerate().map(flat).collect::<Result<Vec<_>>>()?;
+        Tensor::cat(&flat, 0).map_err(from_candle)
     }
 
     /// The forward on a storage of any device (`pick` reads the value's storage there).
@@ -233,7 +265,8 @@ pub fn apply<R: Rule>(rule: &R, inputs: &[&Tensor]) -> candle_core::Result<Vec<T
     run(rule, inputs).map_err(to_candle)
 }
 
-fn run<R: Rule>(rule: &R, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+/// [`apply`] with the adrules error.
+pub(crate) fn run<R: Rule>(rule: &R, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
     let first = inputs.first().ok_or_else(|| Error::CountMismatch {
         arg: "inputs".into(),
         expected: rule.num_inputs(),
@@ -258,17 +291,6 @@ fn run<R: Rule>(rule: &R, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
     if !active.contains(&true) {
         return rule::primal(rule, &be, &refs);
     }
-    if inputs.len() > 3 {
-        return Err(Error::Unsupported {
-            backend: "candle".into(),
-            what: format!(
-                "rule `{}` with {} inputs as a differentiable op (candle's custom ops take at \
-                 most 3 inputs)",
-                rule.name(),
-                inputs.len()
-            ),
-        });
-    }
     if rule.num_outputs() == 1 {
         return Ok(vec![one(rule, &be, inputs, &refs, &active)?]);
     }
@@ -291,20 +313,51 @@ fn one<R: Rule>(
     refs: &[&Tensor],
     active: &[bool],
 ) -> Result<Tensor> {
+    // more than 3 inputs: packed (checked before the rule runs)
+    let packed = (inputs.len() > 3)
+        .then(|| pack(rule.name(), inputs))
+        .transpose()?;
     let (mut outputs, mut pullback) = rule::rrule(rule, be, refs, active)?;
-    // the kept inputs and output come from candle's graph in backward
-    pullback.take_primal();
+    if packed.is_none() {
+        // the kept inputs and output come from candle's graph in backward
+        pullback.take_primal();
+    }
     let node = Node {
         value: outputs.remove(0),
         pullback: Box::new(pullback),
+        packed: packed.is_some(),
     };
-    match inputs {
-        [a] => a.apply_op1_arc(Arc::new(Box::new(node))),
-        [a, b] => a.apply_op2_arc(b, Arc::new(Box::new(node))),
-        [a, b, c] => a.apply_op3_arc(b, c, Arc::new(Box::new(node))),
-        _ => return Err(Error::invalid("inputs", "1 to 3 inputs (checked above)")),
+    match (inputs, packed) {
+        (_, Some(p)) => p.apply_op1_arc(Arc::new(Box::new(node))),
+        ([a], None) => a.apply_op1_arc(Arc::new(Box::new(node))),
+        ([a, b], None) => a.apply_op2_arc(b, Arc::new(Box::new(node))),
+        ([a, b, c], None) => a.apply_op3_arc(b, c, Arc::new(Box::new(node))),
+        _ => return Err(Error::invalid("inputs", "at least 1 (checked above)")),
     }
     .map_err(from_candle)
+}
+
+/// Every input flattened and concatenated (one dtype: candle's `cat` takes no mix), the one
+/// input of a rule's op with more than 3 inputs.
+///
+/// # Errors
+/// [`Error::Unsupported`] for inputs of several dtypes.
+fn pack(name: &str, inputs: &[&Tensor]) -> Result<Tensor> {
+    if inputs.iter().any(|t| t.dtype() != inputs[0].dtype()) {
+        return Err(Error::Unsupported {
+            backend: "candle".into(),
+            what: format!(
+                "rule `{name}` with {} inputs of several dtypes as a differentiable op (more \
+                 than 3 inputs are packed into one, of one dtype)",
+                inputs.len()
+            ),
+        });
+    }
+    let flat = inputs.iter().map(|t| t.flatten_all());
+    let flat = flat
+        .collect::<candle_core::Result<Vec<_>>>()
+        .map_err(from_candle)?;
+    Tensor::cat(&flat, 0).map_err(from_candle)
 }
 
 /// The storage of `value` (a copy: candle owns an op's output), for the op `name`.

@@ -111,6 +111,26 @@ fn two_output_gradients_equal_the_strided_pullback_with_an_output_unused() {
     gradients(&Split, &[host(6)], &[true], &[true, false]);
 }
 
+/// More than 3 inputs (candle's custom ops take at most 3) are packed into one op: the
+/// gradients are still the rule's pullback, for every tracked input; inputs of two dtypes
+/// cannot be packed and are a typed error.
+#[test]
+fn four_inputs_are_packed_into_one_op() {
+    use adrules_core::network::{Network, NetworkPlan, Order};
+    let net = Network::einsum("ab,ab,ab,ab->ab").unwrap();
+    let plan = NetworkPlan::new(&net, &[DIMS; 4], &Order::Default).unwrap();
+    let x = [host(11), host(12), host(13), host(14)];
+    gradients(&plan, &x, &[true, true, true, true], &[true]);
+    gradients(&plan, &x, &[true, false, true, true], &[true]);
+    let a = Var::from_tensor(&candle(&x[0])).unwrap();
+    let b = candle(&x[1]).to_dtype(CDType::F32).unwrap();
+    let e = apply_rule(&plan, &[a.as_tensor(), &b, a.as_tensor(), a.as_tensor()]).unwrap_err();
+    assert!(
+        matches!(adrules_error(&e), Some(Error::Unsupported { what, .. }) if what.contains("several dtypes")),
+        "{e}"
+    );
+}
+
 #[test]
 fn constants_run_the_primal_only() {
     let (a, b) = (candle(&host(1)), candle(&host(2)));
