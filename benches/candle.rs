@@ -79,5 +79,55 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+/// The same primitive call through candle's own op (`contract`, which writes its output
+/// straight into candle's storage) and through the generic bridge (`apply_rule` with the
+/// core's `PrimitiveCall`, which computes the output and copies it into candle's storage):
+/// the price of routing the primitives through the one bridge. A memory-bound Hadamard
+/// product `ij,ij->ij` (1000 × 1000 f64, forward + backward) and the GEMM-bound
+/// `abcd,cdef->abef` (d = 32 f64, forward + backward).
+fn bridge(c: &mut Criterion) {
+    use adrules::candle::apply_rule;
+    use adrules::rule::PrimitiveCall;
+    let cases = [
+        (
+            "hadamard_1000",
+            ContractSpec::from_labels("ij", "ij", "ij"),
+            vec![1000, 1000],
+        ),
+        (
+            "abcd_cdef_32",
+            ContractSpec::from_labels("abcd", "cdef", "abef"),
+            vec![D; 4],
+        ),
+    ];
+    for (name, spec, dims) in cases {
+        let op = ContractOp::new(spec.expect("spec"));
+        let call = PrimitiveCall::new(op.clone().into(), 2).expect("two operands");
+        let var = || {
+            Tensor::randn(0f32, 1.0, dims.as_slice(), &Device::Cpu)
+                .and_then(|t| t.to_dtype(DType::F64))
+                .and_then(|t| Var::from_tensor(&t))
+                .expect("input")
+        };
+        let (a, b) = (var(), var());
+        let bridged = |a: &Var, b: &Var| -> GradStore {
+            let c = apply_rule(&call, &[a.as_tensor(), b.as_tensor()]).expect("apply_rule");
+            c[0].backward().expect("backward")
+        };
+        let (g1, g2) = (ours(&a, &b, &op), bridged(&a, &b));
+        for x in [&a, &b] {
+            let d = (g1.get(x.as_tensor()).expect("grad") - g2.get(x.as_tensor()).expect("grad"))
+                .and_then(|d| d.abs()?.max_all()?.to_scalar::<f64>())
+                .expect("difference");
+            assert!(d == 0.0, "gradients differ by {d}");
+        }
+        let mut g = c.benchmark_group(format!("candle_bridge/{name}"));
+        g.sample_size(20);
+        g.bench_function("own_op", |bch| bch.iter(|| ours(&a, &b, &op)));
+        g.bench_function("apply_rule", |bch| bch.iter(|| bridged(&a, &b)));
+        g.finish();
+    }
+}
+
+criterion_group!(benches, bench, bridge);
 criterion_main!(benches);
