@@ -180,14 +180,10 @@ impl Rule for ImplicitCall {
         1
     }
 
-    /// Every input and the solution `y`, when an input is active (the conditions' VJPs are
-    /// taken at `(x, y)`).
+    /// Every input and the solution `y`, when an input is active
+    /// ([`device::rule_keeps`]).
     fn keeps(&self, active: &[bool]) -> Keeps {
-        let any = active.contains(&true);
-        Keeps {
-            inputs: vec![any; active.len()],
-            outputs: vec![any],
-        }
+        device::rule_keeps(active)
     }
 
     fn rrule<Bk: SyncBackend>(

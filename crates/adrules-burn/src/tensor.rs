@@ -600,25 +600,24 @@ pub(crate) fn on_burn<Bk: adrules_core::Backend + 'static, F: OnBurn<Bk>>(
     Err(unsupported(why))
 }
 
-/// `x` as the type `Y` it is (a tensor of a generic backend seen as a burn tensor).
+/// What a [`cast_ref`] or [`cast`] that fails was for.
+const BURN_CODE: &str =
+    "burn code (an implicit function's closures) on a backend that is not burn's";
+
+/// `x` as the burn type `Y` it is ([`adrules_core::rule::downcast_ref`]).
 ///
 /// # Errors
-/// An engine error when it is not.
+/// [`Error::Unsupported`] when it is not.
 pub(crate) fn cast_ref<X: 'static, Y: 'static>(x: &X) -> Result<&Y> {
-    let any: &dyn Any = x;
-    any.downcast_ref::<Y>()
-        .ok_or_else(|| engine_error("a tensor of another backend than the call's"))
+    adrules_core::rule::downcast_ref(x, BURN_CODE)
 }
 
-/// `x` as the type `Y` it is (a burn tensor handed back as a generic backend's).
+/// `x` as the type `Y` it is, by value ([`adrules_core::rule::downcast`]).
 ///
 /// # Errors
-/// An engine error when it is not.
+/// [`Error::Unsupported`] when it is not.
 pub(crate) fn cast<X: 'static, Y: 'static>(x: X) -> Result<Y> {
-    let any: Box<dyn Any> = Box::new(x);
-    any.downcast::<Y>()
-        .map(|y| *y)
-        .map_err(|_| engine_error("a tensor of another backend than the call's"))
+    adrules_core::rule::downcast(x, BURN_CODE)
 }
 
 /// The float primitive of `B` inside a plain user-facing tensor (the inverse of

@@ -15,7 +15,6 @@
 //! no second-order autograd (which candle only gives through the process-wide
 //! `CANDLE_GRAD_DO_NOT_DETACH` switch).
 
-use std::any::Any;
 use std::sync::Arc;
 
 use adrules_core::implicit::{
@@ -498,14 +497,10 @@ impl Rule for ImplicitCall {
         1
     }
 
-    /// Every input and the solution `y`, when an input is active (the conditions' VJPs are
-    /// taken at `(x, y)`).
+    /// Every input and the solution `y`, when an input is active
+    /// ([`device::rule_keeps`]).
     fn keeps(&self, active: &[bool]) -> Keeps {
-        let any = active.contains(&true);
-        Keeps {
-            inputs: vec![any; active.len()],
-            outputs: vec![any],
-        }
+        device::rule_keeps(active)
     }
 
     fn rrule<B: SyncBackend>(
@@ -540,30 +535,23 @@ impl Rule for ImplicitCall {
     }
 }
 
-/// `x` as the type `Y` it is (the generic backend of a rule seen as candle's).
+/// What a [`cast_ref`] or [`cast`] that fails was for.
+const CANDLE_CODE: &str = "an implicit function with candle closures (it runs on candle only)";
+
+/// `x` as the candle type `Y` it is ([`adrules_core::rule::downcast_ref`]).
 ///
 /// # Errors
 /// [`Error::Unsupported`] when it is not (an [`Implicit`] called on another backend).
 fn cast_ref<X: 'static, Y: 'static>(x: &X) -> Result<&Y> {
-    let any: &dyn Any = x;
-    any.downcast_ref::<Y>().ok_or_else(|| Error::Unsupported {
-        backend: std::any::type_name::<X>().into(),
-        what: "an implicit function with candle closures (it runs on candle only)".into(),
-    })
+    adrules_core::rule::downcast_ref(x, CANDLE_CODE)
 }
 
-/// `x` as the type `Y` it is (a candle tensor handed back as the generic backend's).
+/// `x` as the type `Y` it is, by value ([`adrules_core::rule::downcast`]).
 ///
 /// # Errors
 /// As [`cast_ref`].
 fn cast<X: 'static, Y: 'static>(x: X) -> Result<Y> {
-    let any: Box<dyn Any> = Box::new(x);
-    any.downcast::<Y>()
-        .map(|y| *y)
-        .map_err(|_| Error::Unsupported {
-            backend: std::any::type_name::<X>().into(),
-            what: "an implicit function with candle closures (it runs on candle only)".into(),
-        })
+    adrules_core::rule::downcast(x, CANDLE_CODE)
 }
 
 /// Checks that argument `arg` has the dtype `want` of the first input.

@@ -470,6 +470,18 @@ impl<B: Backend, T: ImplicitScalar> KrylovSpace<T> for DeviceKrylov<'_, B, T> {
     }
 }
 
+/// What the [`Rule`](crate::rule::Rule) of an engine's implicit function keeps (its
+/// [`Rule::keeps`](crate::rule::Rule::keeps)), given which of its inputs `x` are active:
+/// every input and the solution `y` when one is active (the conditions' VJPs are taken at
+/// `(x, y)`), nothing otherwise.
+pub fn rule_keeps(active: &[bool]) -> crate::rule::Keeps {
+    let any = active.contains(&true);
+    crate::rule::Keeps {
+        inputs: vec![any; active.len()],
+        outputs: vec![any],
+    }
+}
+
 /// The forward checks of the adapters' implicit ops on a backend's tensors (the policy of
 /// the [module](super)): [`Error::InvalidArgument`] naming `arg` when `t` has a non-finite
 /// entry (one [`Backend::all_finite`] reduction).

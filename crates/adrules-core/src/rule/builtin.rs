@@ -38,6 +38,41 @@ use crate::rules::{Primitive, Tangents};
 type Outputs<B> = (Vec<<B as Backend>::Tensor>, Box<dyn Pullback<B>>);
 type Cotangents<B> = Result<Vec<Option<<B as Backend>::Tensor>>>;
 
+/// The methods every decomposition rule shares: the name, one input `A`, `$m` outputs, and
+/// nothing kept (the pullback owns the factors it reads, on the host).
+macro_rules! decomposition_rule {
+    ($name:literal, $m:literal) => {
+        fn name(&self) -> &str {
+            $name
+        }
+
+        fn num_inputs(&self) -> usize {
+            1
+        }
+
+        fn num_outputs(&self) -> usize {
+            $m
+        }
+
+        fn keeps(&self, _: &[bool]) -> Keeps {
+            Keeps::none(1, $m)
+        }
+    };
+}
+
+/// The `frule` of a rule along a zero tangent: the outputs, every tangent `None`.
+///
+/// # Errors
+/// Those of the rule's primal.
+#[allow(clippy::type_complexity)]
+fn absent_tangent<R: Rule, B: SyncBackend>(
+    rule: &R,
+    be: &B,
+    x: &[&B::Tensor],
+) -> Result<(Vec<B::Tensor>, Vec<Option<B::Tensor>>)> {
+    Ok((rule.primal(be, x)?, vec![None; rule.num_outputs()]))
+}
+
 /// A pullback of one input for a rule whose cotangents are all absent: `None` for the input.
 fn none<B: Backend>(n: usize) -> Cotangents<B> {
     Ok(vec![None; n])
@@ -343,21 +378,7 @@ pub struct SvdRule {
 }
 
 impl Rule for SvdRule {
-    fn name(&self) -> &str {
-        "svd"
-    }
-
-    fn num_inputs(&self) -> usize {
-        1
-    }
-
-    fn num_outputs(&self) -> usize {
-        3
-    }
-
-    fn keeps(&self, _: &[bool]) -> Keeps {
-        Keeps::none(1, 3)
-    }
+    decomposition_rule!("svd", 3);
 
     fn rrule<B: SyncBackend>(&self, be: &B, x: &[&B::Tensor], _: &[bool]) -> Result<Outputs<B>> {
         let (out, pb) = svd_rrule(be, x[0], self.mode, self.options)?;
@@ -380,7 +401,7 @@ impl Rule for SvdRule {
         dx: &[Option<&B::Tensor>],
     ) -> Result<(Vec<B::Tensor>, Vec<Option<B::Tensor>>)> {
         let Some(dx) = dx[0] else {
-            return Ok((self.primal(be, x)?, vec![None, None, None]));
+            return absent_tangent(self, be, x);
         };
         let (y, t) = svd_frule(be, x[0], dx, self.mode, self.options)?;
         Ok((vec![y.u, y.s, y.vh], vec![Some(t.u), Some(t.s), Some(t.vh)]))
@@ -396,21 +417,7 @@ pub struct QrRule {
 }
 
 impl Rule for QrRule {
-    fn name(&self) -> &str {
-        "qr"
-    }
-
-    fn num_inputs(&self) -> usize {
-        1
-    }
-
-    fn num_outputs(&self) -> usize {
-        2
-    }
-
-    fn keeps(&self, _: &[bool]) -> Keeps {
-        Keeps::none(1, 2)
-    }
+    decomposition_rule!("qr", 2);
 
     fn rrule<B: SyncBackend>(&self, be: &B, x: &[&B::Tensor], _: &[bool]) -> Result<Outputs<B>> {
         let (out, pb) = qr_rrule(be, x[0], self.mode)?;
@@ -427,7 +434,7 @@ impl Rule for QrRule {
         dx: &[Option<&B::Tensor>],
     ) -> Result<(Vec<B::Tensor>, Vec<Option<B::Tensor>>)> {
         let Some(dx) = dx[0] else {
-            return Ok((self.primal(be, x)?, vec![None, None]));
+            return absent_tangent(self, be, x);
         };
         let (y, t) = qr_frule(be, x[0], dx, self.mode)?;
         Ok((vec![y.q, y.r], vec![Some(t.q), Some(t.r)]))
@@ -443,21 +450,7 @@ pub struct EighRule {
 }
 
 impl Rule for EighRule {
-    fn name(&self) -> &str {
-        "eigh"
-    }
-
-    fn num_inputs(&self) -> usize {
-        1
-    }
-
-    fn num_outputs(&self) -> usize {
-        2
-    }
-
-    fn keeps(&self, _: &[bool]) -> Keeps {
-        Keeps::none(1, 2)
-    }
+    decomposition_rule!("eigh", 2);
 
     fn rrule<B: SyncBackend>(&self, be: &B, x: &[&B::Tensor], _: &[bool]) -> Result<Outputs<B>> {
         let (out, pb) = eigh_rrule(be, x[0], self.options)?;
@@ -474,7 +467,7 @@ impl Rule for EighRule {
         dx: &[Option<&B::Tensor>],
     ) -> Result<(Vec<B::Tensor>, Vec<Option<B::Tensor>>)> {
         let Some(dx) = dx[0] else {
-            return Ok((self.primal(be, x)?, vec![None, None]));
+            return absent_tangent(self, be, x);
         };
         let (y, t) = eigh_frule(be, x[0], dx, self.options)?;
         Ok((
@@ -500,21 +493,7 @@ pub struct TruncatedSvdRule {
 }
 
 impl Rule for TruncatedSvdRule {
-    fn name(&self) -> &str {
-        "svd_truncated"
-    }
-
-    fn num_inputs(&self) -> usize {
-        1
-    }
-
-    fn num_outputs(&self) -> usize {
-        4
-    }
-
-    fn keeps(&self, _: &[bool]) -> Keeps {
-        Keeps::none(1, 4)
-    }
+    decomposition_rule!("svd_truncated", 4);
 
     fn rrule<B: SyncBackend>(&self, be: &B, x: &[&B::Tensor], _: &[bool]) -> Result<Outputs<B>> {
         let (out, pb) = svd_truncated_rrule(be, x[0], self.truncation, self.options)?;
@@ -537,7 +516,7 @@ impl Rule for TruncatedSvdRule {
         dx: &[Option<&B::Tensor>],
     ) -> Result<(Vec<B::Tensor>, Vec<Option<B::Tensor>>)> {
         let Some(dx) = dx[0] else {
-            return Ok((self.primal(be, x)?, vec![None; 4]));
+            return absent_tangent(self, be, x);
         };
         let (y, t) = svd_truncated_frule(be, x[0], dx, self.truncation, self.options)?;
         Ok((
@@ -608,21 +587,7 @@ impl ClusteredEighRule {
 }
 
 impl Rule for ClusteredEighRule {
-    fn name(&self) -> &str {
-        "eigh_clustered"
-    }
-
-    fn num_inputs(&self) -> usize {
-        1
-    }
-
-    fn num_outputs(&self) -> usize {
-        2
-    }
-
-    fn keeps(&self, _: &[bool]) -> Keeps {
-        Keeps::none(1, 2)
-    }
+    decomposition_rule!("eigh_clustered", 2);
 
     fn rrule<B: SyncBackend>(&self, be: &B, x: &[&B::Tensor], _: &[bool]) -> Result<Outputs<B>> {
         let g = be.from_host(self.g.clone())?;
@@ -641,7 +606,7 @@ impl Rule for ClusteredEighRule {
         dx: &[Option<&B::Tensor>],
     ) -> Result<(Vec<B::Tensor>, Vec<Option<B::Tensor>>)> {
         let Some(dx) = dx[0] else {
-            return Ok((self.primal(be, x)?, vec![None, None]));
+            return absent_tangent(self, be, x);
         };
         let g = be.from_host(self.g.clone())?;
         let (y, t) = eigh_clustered_frule(be, x[0], dx, &g, &self.options, self.rule)?;

@@ -343,6 +343,39 @@ pub fn no_frule(backend: &str, rule: &str) -> Error {
     }
 }
 
+/// `x`, a value of a generic type `X` (a rule's backend or one of its tensors), as the
+/// concrete type `Y` it is: how a rule whose code is one engine's (an implicit function whose
+/// conditions are burn or candle code) reaches that engine's types inside the generic
+/// [`Rule`] methods.
+///
+/// # Errors
+/// [`Error::Unsupported`] (`backend` the name of `X`, `what` the caller's) when `X` is not
+/// `Y`: the rule was run on another backend.
+pub fn downcast_ref<'x, X: 'static, Y: 'static>(x: &'x X, what: &str) -> Result<&'x Y> {
+    let any: &dyn std::any::Any = x;
+    any.downcast_ref::<Y>()
+        .ok_or_else(|| downcast_error::<X, Y>(what))
+}
+
+/// `x` as the concrete type `Y` it is, by value (an engine's tensor handed back as the
+/// generic backend's); see [`downcast_ref`].
+///
+/// # Errors
+/// As [`downcast_ref`].
+pub fn downcast<X: 'static, Y: 'static>(x: X, what: &str) -> Result<Y> {
+    let any: Box<dyn std::any::Any> = Box::new(x);
+    any.downcast::<Y>()
+        .map(|y| *y)
+        .map_err(|_| downcast_error::<X, Y>(what))
+}
+
+fn downcast_error<X, Y>(what: &str) -> Error {
+    Error::Unsupported {
+        backend: std::any::type_name::<X>().into(),
+        what: format!("{what} (it needs {})", std::any::type_name::<Y>()),
+    }
+}
+
 /// The pullback of one [`Rule::rrule`] call: cotangents of the inputs from cotangents of the
 /// outputs. Object safe (an engine keeps it as `Box<dyn Pullback<B>>`), `Send + Sync` (an
 /// engine may run backward on another thread). Any

@@ -238,3 +238,26 @@ fn absent_cotangents_and_taken_primals() {
         "{e}"
     );
 }
+
+/// `rule::downcast_ref` / `downcast`: a value of another type than the one asked for is a
+/// typed `Unsupported` naming both types and the caller's purpose, never a panic.
+#[test]
+fn downcasts_to_another_type_are_typed_errors() {
+    use adrules_core::rule::{downcast, downcast_ref};
+    assert_eq!(*downcast_ref::<f64, f64>(&1.5, "x").unwrap(), 1.5);
+    assert_eq!(downcast::<u32, u32>(7, "x").unwrap(), 7);
+    match downcast_ref::<f64, u32>(&1.5, "engine code") {
+        Err(adrules_core::Error::Unsupported { backend, what }) => {
+            assert_eq!(backend, "f64");
+            assert!(
+                what.contains("engine code") && what.contains("u32"),
+                "{what}"
+            );
+        }
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+    assert!(matches!(
+        downcast::<f64, u32>(1.5, "engine code"),
+        Err(adrules_core::Error::Unsupported { .. })
+    ));
+}
