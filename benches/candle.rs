@@ -79,12 +79,13 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-/// The same primitive call through candle's own op (`contract`, which writes its output
-/// straight into candle's storage) and through the generic bridge (`apply_rule` with the
-/// core's `PrimitiveCall`, which computes the output and copies it into candle's storage):
-/// the price of routing the primitives through the one bridge. A memory-bound Hadamard
-/// product `ij,ij->ij` (1000 × 1000 f64, forward + backward) and the GEMM-bound
-/// `abcd,cdef->abef` (d = 32 f64, forward + backward).
+/// The same primitive call through `contract` (the bridge's primitive path: the output
+/// written straight into candle's storage, the pullback built in backward by
+/// `rule::pullback_at`) and through the generic path of the same bridge (`apply_rule` with
+/// the core's `PrimitiveCall`, which computes the output and copies it into candle's
+/// storage). A memory-bound Hadamard product `ij,ij->ij` (1000 × 1000 f64), the GEMM-bound
+/// `abcd,cdef->abef` (d = 32 f64) and a small call `ij,jk->ik` (8 × 8 f64, per-call
+/// overhead), each forward + backward.
 fn bridge(c: &mut Criterion) {
     use adrules::candle::apply_rule;
     use adrules::rule::PrimitiveCall;
@@ -98,6 +99,11 @@ fn bridge(c: &mut Criterion) {
             "abcd_cdef_32",
             ContractSpec::from_labels("abcd", "cdef", "abef"),
             vec![D; 4],
+        ),
+        (
+            "matmul_8",
+            ContractSpec::from_labels("ij", "jk", "ik"),
+            vec![8, 8],
         ),
     ];
     for (name, spec, dims) in cases {
@@ -123,7 +129,7 @@ fn bridge(c: &mut Criterion) {
         }
         let mut g = c.benchmark_group(format!("candle_bridge/{name}"));
         g.sample_size(20);
-        g.bench_function("own_op", |bch| bch.iter(|| ours(&a, &b, &op)));
+        g.bench_function("contract", |bch| bch.iter(|| ours(&a, &b, &op)));
         g.bench_function("apply_rule", |bch| bch.iter(|| bridged(&a, &b)));
         g.finish();
     }

@@ -2,8 +2,8 @@
 //! the strided kernels on CPU ([`crate::cpu`]), the device-generic kernels on CUDA and Metal
 //! ([`crate::kernel`]). Both users of it build on this module and not on each other: the
 //! [`CandleBackend`](crate::CandleBackend) primitives run it without recording a graph node
-//! ([`Forward::apply`]), the differentiable ops of [`crate::ops`] wrap it in a node whose
-//! backward is the shared pullback.
+//! ([`Forward::apply`]), and the crate's one bridge ([`crate::rule`]) writes a primitive's
+//! output with it when it records the primitive's rule.
 
 use adrules_core::rules::Primitive;
 use adrules_core::{DType, Result};
@@ -31,7 +31,6 @@ macro_rules! forwards {
         }
     };
 }
-pub(crate) use forwards;
 
 /// The forward of one primitive call: `prim` with its α (already cast to the output dtype,
 /// read as a real number) computed in `dtype`; β is ignored (the output is fresh).
@@ -51,11 +50,6 @@ impl Forward {
             prim,
             dtype: candle_dtype(dtype)?,
         })
-    }
-
-    /// The primitive call.
-    pub(crate) fn primitive(&self) -> &Primitive {
-        &self.prim
     }
 
     /// Itself (what [`forwards`] calls).

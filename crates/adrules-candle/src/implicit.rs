@@ -23,15 +23,11 @@ use adrules_core::implicit::{
 };
 use adrules_core::rule::{Keeps, Primal, Pullback, Rule, SyncBackend};
 use adrules_core::{Backend, Error, HostTensor, Result};
-use candle_core::backend::BackendDevice;
 use candle_core::backprop::GradStore;
-use candle_core::{
-    CpuStorage, CudaStorage, CustomOp1, Device, Layout, MetalStorage, Shape, Tensor, Var, WithDType,
-};
+use candle_core::{Device, Tensor, Var, WithDType};
 
 use crate::backend::CandleBackend;
 use crate::convert::{check_device, from_candle, to_candle};
-use crate::kernel::Storage;
 
 /// The element types of implicit functions on candle: `f32` and `f64` (the types that are
 /// both candle dtypes and [`ImplicitScalar`]s; not meant to be implemented by hand).
@@ -176,76 +172,6 @@ impl<T: CandleScalar> ConditionsVjp<T> for CandleVjp<T> {
     }
 }
 
-/// The pullback of an implicit node: `x̄`, flattened and concatenated like the node's input,
-/// from `ȳ` (of `y`'s shape).
-type NodePullback = dyn Fn(&Tensor) -> Result<Tensor> + Send + Sync;
-
-/// The one candle op of both entry points ([`implicit`] and [`Implicit`]): zeros of `y`'s
-/// shape in the forward pass (allocated on the device; the output is `zeros + y.detach()`),
-/// the implicit pullback in the backward pass. Its input is every `x` flattened and
-/// concatenated (candle differentiates at most three inputs per op; candle's `cat` hands each
-/// input its slice of the gradient).
-struct ImplicitNode {
-    shape: Shape,
-    pullback: Box<NodePullback>,
-}
-
-impl ImplicitNode {
-    fn fwd<S: Storage>(&self, s: &S) -> candle_core::Result<(S, Shape)> {
-        let zeros = s.device().zeros_impl(&self.shape, s.dtype())?;
-        Ok((zeros, self.shape.clone()))
-    }
-}
-
-impl CustomOp1 for ImplicitNode {
-    fn name(&self) -> &'static str {
-        "adrules-implicit"
-    }
-
-    fn cpu_fwd(&self, s: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        self.fwd(s)
-    }
-    fn cuda_fwd(&self, s: &CudaStorage, _: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
-        self.fwd(s)
-    }
-    fn metal_fwd(
-        &self,
-        s: &MetalStorage,
-        _: &Layout,
-    ) -> candle_core::Result<(MetalStorage, Shape)> {
-        self.fwd(s)
-    }
-
-    fn bwd(
-        &self,
-        _x: &Tensor,
-        _res: &Tensor,
-        y_bar: &Tensor,
-    ) -> candle_core::Result<Option<Tensor>> {
-        (self.pullback)(y_bar).map(Some).map_err(to_candle)
-    }
-}
-
-/// `y` recorded in candle's graph as a function of `x` whose backward pass is `pullback`
-/// (every `x` non-empty: at least one input).
-fn attach(y: &Tensor, x: &[&Tensor], pullback: Box<NodePullback>) -> Result<Tensor> {
-    let flat: Vec<Tensor> = x
-        .iter()
-        .map(|t| t.flatten_all())
-        .collect::<candle_core::Result<_>>()
-        .map_err(from_candle)?;
-    let packed = Tensor::cat(&flat, 0).map_err(from_candle)?;
-    let node = ImplicitNode {
-        shape: y.shape().clone(),
-        pullback,
-    };
-    let zeros = packed.apply_op1(node).map_err(from_candle)?;
-    // `zeros + y`, not `y + zeros`: candle's binary ops return their left operand unchanged
-    // when it has no element, and only `zeros` carries the node (an empty `y` would leave
-    // the inputs without a gradient)
-    (&zeros + &y.detach()).map_err(from_candle)
-}
-
 /// Evaluates the implicit function `func` at the candle tensors `x` and records its
 /// pullback in candle's graph: returns `y` (on the device of `x`) and the solver's byproduct.
 ///
@@ -253,10 +179,11 @@ fn attach(y: &Tensor, x: &[&Tensor], pullback: Box<NodePullback>) -> Result<Tens
 /// the implicit-function rule of the core
 /// ([`Linearization::vjp`](adrules_core::implicit::Linearization::vjp): solve
 /// `Aᴴ·u = −ȳ`, then `x̄ = Bᴴ·u`), with the linear maps of `func`'s conditions (for example
-/// [`CandleConditions`]). `y` is copied to the device of `x` and recorded through the same
-/// op as [`Implicit`]'s, whose input is every `x` flattened and concatenated (candle
-/// differentiates at most three inputs per op): any number of inputs gets its gradient, for
-/// one copy of `x`. With no input, `y` is returned as a constant.
+/// [`CandleConditions`]). The [`Linearization`](adrules_core::implicit::Linearization) is
+/// the implicit function's core [`Rule`] at this solution, recorded by the crate's one
+/// bridge ([`apply_rule`](crate::apply_rule)): `y` is copied to the device of `x`, and any
+/// number of inputs gets its gradient (more than 3 are packed into one op, one copy of
+/// `x`). With no input, `y` is returned as a constant.
 ///
 /// # Errors
 /// A typed [`Error`] wrapped in candle's error (recover it with
@@ -300,20 +227,13 @@ where
     let be = CandleBackend::new(device.clone());
     let xh: Vec<HostTensor> = x.iter().map(|t| be.to_host(t)).collect::<Result<_>>()?;
     let (y, z, lin) = func.vjp(&xh, args)?;
-    let y = be.from_host(y)?;
     if x.is_empty() {
-        return Ok((y, z));
+        return Ok((be.from_host(y)?, z));
     }
-    let n = x.iter().map(|t| t.elem_count()).sum();
-    let pullback = move |y_bar: &Tensor| -> Result<Tensor> {
-        let be = CandleBackend::new(y_bar.device().clone());
-        let mut packed = Vec::with_capacity(n);
-        for g in lin.vjp(&be.to_host(y_bar)?)? {
-            packed.extend_from_slice(g.as_slice::<T>()?);
-        }
-        Tensor::from_vec(packed, n, y_bar.device()).map_err(from_candle)
-    };
-    Ok((attach(&y, x, Box::new(pullback))?, z))
+    // the linearization is the implicit function's rule at this solution: the crate's one
+    // bridge records it
+    let y = crate::rule::run(&lin, x)?.remove(0);
+    Ok((y, z))
 }
 
 /// The solver of an [`Implicit`]: `y` from the inputs, candle tensors on their device.

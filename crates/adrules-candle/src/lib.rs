@@ -19,18 +19,19 @@
 //! - [`apply_rule`] ([`mod@rule`]): any [`Rule`](adrules_core::rule::Rule) of the core, a
 //!   downstream crate's own operation with any number of inputs and outputs, as a
 //!   differentiable candle op whose backward is the rule's pullback (more than 3 inputs are
-//!   packed into one op). The decompositions of [`linalg`] and [`Implicit`] are core rules
-//!   run through it; the primitives and networks have ops of their own that write the output
-//!   straight into candle's storage.
+//!   packed into one op). It is the crate's one bridge: every op here is a core rule
+//!   recorded by it (the primitives as `PrimitiveCall`, whose output the bridge writes
+//!   straight into candle's storage; each step of a network; the decompositions of
+//!   [`linalg`]; [`Implicit`]; [`fn@implicit`]'s linearization at its solution).
 //! - [`fn@implicit`] and [`CandleConditions`] ([`mod@implicit`]): implicit functions whose
 //!   conditions are written with candle tensors; candle's backward gives `Aᴴ·u` and `Bᴴ·u`,
 //!   the core's implicit rule does the rest, and the op registers the implicit pullback (the
 //!   solver is never differentiated).
 //!
 //! ## How an op is wired into candle's autograd
-//! Every op is one candle custom op over the core's
-//! [`Primitive`](adrules_core::rules::Primitive) (`CustomOp1` for add and trace, `CustomOp2`
-//! for contract):
+//! Every primitive call is one node of the bridge's custom op over the core's
+//! [`PrimitiveCall`](adrules_core::rule::PrimitiveCall) (`CustomOp1` for add and trace,
+//! `CustomOp2` for contract):
 //! - **forward**, zero-copy on candle's storage: on CPU, the kernels of `adrules-strided`
 //!   (blocked transposing add, TTGT contraction on faer's GEMM, trace on the diagonal view)
 //!   read candle's buffers in place through their layouts (strides, offsets and stride-0
@@ -43,8 +44,10 @@
 //!   candle's placeholder GPU backends when the features are off) and tested on CPU storage
 //!   against the strided kernels. [`CandleBackend`]'s primitives run the same forward
 //!   without recording a node.
-//! - **backward**: `CustomOp::bwd` builds the shared pullback at the primal point
-//!   ([`Primitive::pullback_at`](adrules_core::rules::Primitive::pullback_at), no
+//! - **backward**: `CustomOp::bwd` builds the rule's pullback at the primal point from
+//!   candle's graph (the core's driver
+//!   [`rule::pullback_at`](adrules_core::rule::pullback_at): the arithmetic of
+//!   [`Primitive::pullback_at`](adrules_core::rules::Primitive::pullback_at), no
 //!   recomputation of the primal) on a [`CandleBackend`] for the cotangent's device, and
 //!   evaluates it: the cotangents are contractions, permuted adds or diagonal updates done
 //!   with the same kernels. Only inputs that candle tracks (variables, or tensors computed

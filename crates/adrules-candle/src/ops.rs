@@ -1,87 +1,16 @@
-//! The primitives as differentiable candle ops: one graph node over the core's
-//! [`Primitive`], forward by [`crate::forward`], backward by the shared pullback
-//! ([`Primitive::pullback_at`]) evaluated on [`CandleBackend`].
+//! The primitives as differentiable candle ops: one call of the core's [`Primitive`] as its
+//! rule [`PrimitiveCall`], recorded by the crate's one bridge ([`crate::rule`]) with the
+//! output written by [`crate::forward`] into candle's storage and the shared pullback
+//! ([`Primitive::pullback_at`]'s arithmetic) built in backward from candle's graph.
 
+use adrules_core::rule::PrimitiveCall;
 use adrules_core::rules::{AddOp, ContractOp, Primitive, TraceOp};
 use adrules_core::{DType, DynScalar, Result};
-use candle_core::{CustomOp1, CustomOp2, Tensor};
+use candle_core::Tensor;
 
-use crate::backend::CandleBackend;
-use crate::convert::{check_device, from_candle, tensor_dtype, to_candle};
-use crate::forward::{Forward, forwards};
+use crate::convert::{check_device, tensor_dtype, to_candle};
+use crate::forward::Forward;
 use crate::kernel::count_error;
-
-/// One primitive call as a node of candle's graph (`CustomOp1` for add and trace,
-/// `CustomOp2` for a contraction). The node keeps nothing but the call: candle keeps the
-/// inputs and the output, which is all the pullback reads.
-#[derive(Clone, Debug)]
-struct Node(Forward);
-
-impl Node {
-    /// The forward (what [`forwards`] calls).
-    fn forward(&self) -> &Forward {
-        &self.0
-    }
-
-    /// The cotangents of the operands `x` (in input order) for the output cotangent `c_bar`:
-    /// the shared pullback at the primal point (`res` is the output) on a [`CandleBackend`]
-    /// for `c_bar`'s device, with the activity candle's tracking gives (a constant operand
-    /// gets `None` and costs nothing).
-    fn cotangents(
-        &self,
-        x: &[&Tensor],
-        res: &Tensor,
-        c_bar: &Tensor,
-    ) -> Result<Vec<Option<Tensor>>> {
-        let prim = self.0.primitive();
-        let active: Vec<bool> = x.iter().map(|t| t.track_op()).collect();
-        if !active.contains(&true) {
-            return Ok(vec![None; x.len()]);
-        }
-        let be = CandleBackend::new(c_bar.device().clone());
-        let detached: Vec<Tensor> = x.iter().map(|t| t.detach()).collect();
-        let detached: Vec<&Tensor> = detached.iter().collect();
-        let pb = prim.pullback_at(&be, res, &detached, prim.activity(false, &active))?;
-        Ok(prim
-            .cotangents_in_order(pb.pullback(c_bar)?, false)
-            .into_vec())
-    }
-}
-
-impl CustomOp1 for Node {
-    fn name(&self) -> &'static str {
-        self.0.name()
-    }
-
-    forwards!(a: la);
-
-    fn bwd(&self, a: &Tensor, res: &Tensor, c_bar: &Tensor) -> candle_core::Result<Option<Tensor>> {
-        let g = self.cotangents(&[a], res, c_bar).map_err(to_candle)?;
-        Ok(g.into_iter().next().flatten())
-    }
-}
-
-impl CustomOp2 for Node {
-    fn name(&self) -> &'static str {
-        self.0.name()
-    }
-
-    forwards!(a: la, b: lb);
-
-    fn bwd(
-        &self,
-        a: &Tensor,
-        b: &Tensor,
-        res: &Tensor,
-        c_bar: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
-        let mut g = self
-            .cotangents(&[a, b], res, c_bar)
-            .map_err(to_candle)?
-            .into_iter();
-        Ok((g.next().flatten(), g.next().flatten()))
-    }
-}
 
 /// `prim` on the operands `x` (in input order) as a node of candle's graph, with a fresh
 /// output of the operands' joined dtype. Checks, in order: the operands' dtypes (`"a"`,
@@ -97,16 +26,12 @@ pub(crate) fn apply(prim: Primitive, x: &[&Tensor]) -> Result<Tensor> {
     let dims: Vec<&[usize]> = x.iter().map(|t| t.dims()).collect();
     prim.output_dims(&dims)?;
     let alpha = prim.fresh_alpha(dtype)?;
-    let node = Node(Forward::new(
-        prim.with_coefficients(alpha, DynScalar::F64(0.0)),
-        dtype,
-    )?);
-    match x {
-        [a] => a.apply_op1(node),
-        [a, b] => a.apply_op2(b, node),
-        _ => return Err(count_error(node.0.primitive(), x.len())),
+    if x.len() != prim.arity() {
+        return Err(count_error(&prim, x.len()));
     }
-    .map_err(from_candle)
+    let prim = prim.with_coefficients(alpha, DynScalar::F64(0.0));
+    let forward = Forward::new(prim.clone(), dtype)?;
+    crate::rule::primitive(PrimitiveCall::new(prim, x.len())?, forward, x)
 }
 
 /// Permuted add `α·P_p(A)` (`dims(out)[m] = dims(A)[p[m]]`) as a differentiable candle op.
@@ -169,36 +94,4 @@ pub fn trace(op: &TraceOp, a: &Tensor) -> candle_core::Result<Tensor> {
 /// `op.spec`.
 pub fn contract(op: &ContractOp, a: &Tensor, b: &Tensor) -> candle_core::Result<Tensor> {
     apply(op.clone().into(), &[a, b]).map_err(to_candle)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use adrules_core::ContractSpec;
-    use candle_core::{DType as CDType, Device, Var};
-
-    /// A failure inside the backward pass is a candle error carrying our typed error, not a
-    /// panic.
-    #[test]
-    fn backward_failures_are_errors() {
-        let a = Var::ones((2, 3), CDType::F64, &Device::Cpu).unwrap();
-        let b = Var::ones((3, 4), CDType::F64, &Device::Cpu).unwrap();
-        let spec = ContractSpec::from_labels("ij", "jk", "ik").unwrap();
-        let node = Node(Forward::new(ContractOp::new(spec).into(), DType::F64).unwrap());
-        let res = a
-            .as_tensor()
-            .apply_op2_no_bwd(b.as_tensor(), &node)
-            .unwrap();
-        let wrong = Tensor::ones((4, 2), CDType::F64, &Device::Cpu).unwrap();
-        let e = CustomOp2::bwd(&node, a.as_tensor(), b.as_tensor(), &res, &wrong).unwrap_err();
-        assert!(e.to_string().contains("c_bar"), "{e}");
-        assert!(
-            matches!(crate::adrules_error(&e), Some(adrules_core::Error::ShapeMismatch { arg, .. }) if arg == "c_bar"),
-            "{e}"
-        );
-        let half = res.to_dtype(CDType::F16).unwrap();
-        let e = CustomOp2::bwd(&node, a.as_tensor(), b.as_tensor(), &res, &half).unwrap_err();
-        assert!(e.to_string().contains("F16"), "{e}");
-        assert!(crate::adrules_error(&e).is_some(), "{e}");
-    }
 }

@@ -37,29 +37,57 @@
 
 use std::sync::Arc;
 
-use adrules_core::rule::{self, Primal, Rule, RulePullback, split};
+use adrules_core::rule::{self, Primal, PrimitiveCall, Rule, RulePullback, split};
 use adrules_core::{Error, Result};
 use candle_core::backend::BackendStorage;
 use candle_core::{CustomOp1, CustomOp2, CustomOp3, Shape, Storage, Tensor};
 
 use crate::backend::CandleBackend;
 use crate::convert::{check_device, from_candle, tensor_dtype, to_candle};
+use crate::forward::Forward;
 
 /// The op name candle reports for every rule's node and selectors.
 const NAME: &str = "adrules-rule";
 
 /// A one-output rule's node over its inputs (see the module docs): the op's output is
-/// `value`, its backward the pullback on candle's cotangent, the kept inputs and output read
-/// from candle's graph.
+/// `value`, its backward the rule's pullback on candle's cotangent, the kept inputs and
+/// output read from candle's graph.
 struct Node {
-    value: Tensor,
-    pullback: Box<RulePullback<CandleBackend>>,
+    value: Value,
+    back: Back,
     /// more than 3 inputs: the op's one input is every input flattened and concatenated,
     /// and the pullback keeps the inputs it reads itself
     packed: bool,
 }
 
+/// Where a node's output comes from.
+enum Value {
+    /// computed by the rule's `rrule` before the op is recorded (copied into the op's
+    /// storage: candle owns an op's output)
+    Computed(Tensor),
+    /// a primitive's output written by the op's forward straight into candle's storage
+    /// ([`Forward`]: the strided kernels on CPU, the device kernels elsewhere; no copy)
+    Written(Box<Forward>),
+}
+
+/// Where a node's pullback comes from.
+enum Back {
+    /// the pullback `rrule` returned with the outputs (its primal taken out unless packed)
+    Ready(Box<RulePullback<CandleBackend>>),
+    /// a primitive's, built in backward from the inputs and output of candle's graph by the
+    /// core's driver [`rule::pullback_at`] (the primitive did not run through `rrule`)
+    AtPrimal(Box<PrimitiveCall>),
+}
+
 impl Node {
+    /// candle's name of the op.
+    fn op_name(&self) -> &'static str {
+        match &self.value {
+            Value::Computed(_) => NAME,
+            Value::Written(f) => f.name(),
+        }
+    }
+
     /// The cotangents of the inputs `x` for the op's output `res` and its cotangent `grad`.
     fn cotangents(
         &self,
@@ -67,101 +95,102 @@ impl Node {
         res: &Tensor,
         grad: &Tensor,
     ) -> Result<Vec<Option<Tensor>>> {
-        if self.packed {
-            return self.packed_cotangent(grad).map(|g| vec![Some(g)]);
-        }
-        let keeps = self.pullback.keeps();
+        let be = CandleBackend::new(grad.device().clone());
+        let pullback = match &self.back {
+            Back::Ready(pb) if self.packed => {
+                return packed_cotangent(pb, grad).map(|g| vec![Some(g)]);
+            }
+            Back::Ready(pb) => pb,
+            Back::AtPrimal(call) => {
+                let active: Vec<bool> = x.iter().map(|t| t.track_op()).collect();
+                if !active.contains(&true) {
+                    return Ok(vec![None; x.len()]);
+                }
+                let detached: Vec<Tensor> = x.iter().map(|t| t.detach()).collect();
+                let refs: Vec<&Tensor> = detached.iter().collect();
+                let pb = rule::pullback_at(&**call, &be, &refs, &[&res.detach()], &active)?
+                    .ok_or_else(|| Error::invalid("rule", "a primitive builds its pullback"))?;
+                return pb.pullback(&[Some(grad.clone())]);
+            }
+        };
+        let keeps = pullback.keeps();
         let inputs = x
             .iter()
             .zip(&keeps.inputs)
             .map(|(t, &k)| k.then(|| t.detach()))
             .collect();
         let output = keeps.outputs[0].then(|| res.detach());
-        let primal = Primal::new(inputs, vec![output], self.pullback.active().to_vec());
-        let be = CandleBackend::new(grad.device().clone());
-        self.pullback
-            .pullback_on(&be, &primal, &[Some(grad.clone())])
+        let primal = Primal::new(inputs, vec![output], pullback.active().to_vec());
+        pullback.pullback_on(&be, &primal, &[Some(grad.clone())])
     }
+}
 
-    /// The cotangent of the packed input: each input's cotangent (zeros for an inactive
-    /// one) flattened and concatenated, as the packing (candle's `cat` hands each input its
-    /// slice).
-    fn packed_cotangent(&self, grad: &Tensor) -> Result<Tensor> {
-        let g = self.pullback.pullback(&[Some(grad.clone())])?;
-        let pb = &self.pullback;
-        let flat = |(i, g): (usize, &Option<Tensor>)| -> Result<Tensor> {
-            match g {
-                Some(t) => t.flatten_all().map_err(from_candle),
-                None => {
-                    let n: usize = pb.input_dims(i).unwrap_or_default().iter().product();
-                    let dtype = pb.input_dtype(i).unwrap_or(adrules_core::DType::F32);
-                    let dtype = crate::convert::candle_dtype(dtype)?;
-                    Tensor::zeros(n, dtype, grad.device()).map_err(from_candle)
-                }
+/// The cotangent of the packed input: each input's cotangent (zeros for an inactive one)
+/// flattened and concatenated, as the packing (candle's `cat` hands each input its slice).
+fn packed_cotangent(pb: &RulePullback<CandleBackend>, grad: &Tensor) -> Result<Tensor> {
+    let g = pb.pullback(&[Some(grad.clone())])?;
+    let flat = |(i, g): (usize, &Option<Tensor>)| -> Result<Tensor> {
+        match g {
+            Some(t) => t.flatten_all().map_err(from_candle),
+            None => {
+                let n: usize = pb.input_dims(i).unwrap_or_default().iter().product();
+                let dtype = pb.input_dtype(i).unwrap_or(adrules_core::DType::F32);
+                let dtype = crate::convert::candle_dtype(dtype)?;
+                Tensor::zeros(n, dtype, grad.device()).map_err(from_candle)
             }
-        };
-        let flat = g.iter().enumerate().map(flat).collect::<Result<Vec<_>>>()?;
-        Tensor::cat(&flat, 0).map_err(from_candle)
-    }
-
-    /// The forward on a storage of any device (`pick` reads the value's storage there).
-    fn forward<S>(
-        &self,
-        _: &S,
-        pick: impl Fn(&candle_core::Storage) -> Option<&S>,
-    ) -> candle_core::Result<(S, candle_core::Shape)>
-    where
-        S: candle_core::backend::BackendStorage,
-        S::Device: candle_core::backend::BackendDevice<Storage = S>,
-    {
-        copy(NAME, &self.value, pick)
-    }
+        }
+    };
+    let flat = g.iter().enumerate().map(flat).collect::<Result<Vec<_>>>()?;
+    Tensor::cat(&flat, 0).map_err(from_candle)
 }
 
 /// The forwards of the node for one arity: `$($s: $l),*` name the storages and layouts.
 macro_rules! node_forwards {
     ($($s:ident : $l:ident),*) => {
-        #[allow(unused_variables)]
         fn cpu_fwd(
             &self,
             $($s: &candle_core::CpuStorage, $l: &candle_core::Layout),*
         ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
-            let first = [$($s),*][0];
-            self.forward(first, |s| match s {
-                candle_core::Storage::Cpu(c) => Some(c),
-                _ => None,
-            })
+            match &self.value {
+                Value::Written(f) => f.cpu(&[$(($s, $l)),*]),
+                Value::Computed(v) => copy(NAME, v, |s| match s {
+                    Storage::Cpu(c) => Some(c),
+                    _ => None,
+                }),
+            }
         }
 
-        #[allow(unused_variables)]
         fn cuda_fwd(
             &self,
             $($s: &candle_core::CudaStorage, $l: &candle_core::Layout),*
         ) -> candle_core::Result<(candle_core::CudaStorage, candle_core::Shape)> {
-            let first = [$($s),*][0];
-            self.forward(first, |s| match s {
-                candle_core::Storage::Cuda(c) => Some(c),
-                _ => None,
-            })
+            match &self.value {
+                Value::Written(f) => f.generic(&[$(($s, $l)),*]),
+                Value::Computed(v) => copy(NAME, v, |s| match s {
+                    Storage::Cuda(c) => Some(c),
+                    _ => None,
+                }),
+            }
         }
 
-        #[allow(unused_variables)]
         fn metal_fwd(
             &self,
             $($s: &candle_core::MetalStorage, $l: &candle_core::Layout),*
         ) -> candle_core::Result<(candle_core::MetalStorage, candle_core::Shape)> {
-            let first = [$($s),*][0];
-            self.forward(first, |s| match s {
-                candle_core::Storage::Metal(c) => Some(c),
-                _ => None,
-            })
+            match &self.value {
+                Value::Written(f) => f.generic(&[$(($s, $l)),*]),
+                Value::Computed(v) => copy(NAME, v, |s| match s {
+                    Storage::Metal(c) => Some(c),
+                    _ => None,
+                }),
+            }
         }
     };
 }
 
 impl CustomOp1 for Node {
     fn name(&self) -> &'static str {
-        NAME
+        self.op_name()
     }
 
     node_forwards!(s1: l1);
@@ -174,7 +203,7 @@ impl CustomOp1 for Node {
 
 impl CustomOp2 for Node {
     fn name(&self) -> &'static str {
-        NAME
+        self.op_name()
     }
 
     node_forwards!(s1: l1, s2: l2);
@@ -194,7 +223,7 @@ impl CustomOp2 for Node {
 
 impl CustomOp3 for Node {
     fn name(&self) -> &'static str {
-        NAME
+        self.op_name()
     }
 
     node_forwards!(s1: l1, s2: l2, s3: l3);
@@ -323,10 +352,36 @@ fn one<R: Rule>(
         pullback.take_primal();
     }
     let node = Node {
-        value: outputs.remove(0),
-        pullback: Box::new(pullback),
+        value: Value::Computed(outputs.remove(0)),
+        back: Back::Ready(Box::new(pullback)),
         packed: packed.is_some(),
     };
+    record(node, inputs, packed)
+}
+
+/// One call of a primitive (`call`, whose `forward` computes its fresh output in the
+/// operands' joined dtype) on `inputs` as the same custom op as every rule's, with the
+/// output written by the op's forward into candle's storage (no copy) and the pullback built
+/// in backward from candle's graph ([`rule::pullback_at`]). Untracked inputs: the forward
+/// alone, no node.
+pub(crate) fn primitive(
+    call: PrimitiveCall,
+    forward: Forward,
+    inputs: &[&Tensor],
+) -> Result<Tensor> {
+    if !inputs.iter().any(|t| t.track_op()) {
+        return forward.apply(inputs);
+    }
+    let node = Node {
+        value: Value::Written(Box::new(forward)),
+        back: Back::AtPrimal(Box::new(call)),
+        packed: false,
+    };
+    record(node, inputs, None)
+}
+
+/// `node` recorded over `inputs` (or over the one packed input).
+fn record(node: Node, inputs: &[&Tensor], packed: Option<Tensor>) -> Result<Tensor> {
     match (inputs, packed) {
         (_, Some(p)) => p.apply_op1_arc(Arc::new(Box::new(node))),
         ([a], None) => a.apply_op1_arc(Arc::new(Box::new(node))),
@@ -380,4 +435,42 @@ where
         })
     })?;
     Ok((s.try_clone(layout)?, value.shape().clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use adrules_core::rules::ContractOp;
+    use adrules_core::{ContractSpec, DType};
+    use candle_core::{DType as CDType, Device, Var};
+
+    /// A failure inside a primitive's backward pass (a cotangent of the wrong shape or dtype
+    /// handed to the node) is a candle error carrying the typed error, not a panic.
+    #[test]
+    fn primitive_backward_failures_are_errors() {
+        let a = Var::ones((2, 3), CDType::F64, &Device::Cpu).unwrap();
+        let b = Var::ones((3, 4), CDType::F64, &Device::Cpu).unwrap();
+        let spec = ContractSpec::from_labels("ij", "jk", "ik").unwrap();
+        let prim: adrules_core::rules::Primitive = ContractOp::new(spec).into();
+        let node = Node {
+            value: Value::Written(Box::new(Forward::new(prim.clone(), DType::F64).unwrap())),
+            back: Back::AtPrimal(Box::new(PrimitiveCall::new(prim, 2).unwrap())),
+            packed: false,
+        };
+        let (a, b) = (a.as_tensor(), b.as_tensor());
+        let res = a.apply_op2_no_bwd(b, &node).unwrap();
+        let wrong = Tensor::ones((4, 2), CDType::F64, &Device::Cpu).unwrap();
+        let e = CustomOp2::bwd(&node, a, b, &res, &wrong).unwrap_err();
+        assert!(
+            matches!(crate::adrules_error(&e), Some(Error::ShapeMismatch { .. })),
+            "{e}"
+        );
+        let half = res.to_dtype(CDType::F16).unwrap();
+        let e = CustomOp2::bwd(&node, a, b, &res, &half).unwrap_err();
+        assert!(crate::adrules_error(&e).is_some(), "{e}");
+        let right = Tensor::ones((2, 4), CDType::F64, &Device::Cpu).unwrap();
+        let (ga, gb) = CustomOp2::bwd(&node, a, b, &res, &right).unwrap();
+        assert_eq!(ga.unwrap().to_vec2::<f64>().unwrap(), vec![vec![4.0; 3]; 2]);
+        assert_eq!(gb.unwrap().to_vec2::<f64>().unwrap(), vec![vec![2.0; 4]; 3]);
+    }
 }

@@ -2,7 +2,6 @@
 
 use adrules_core::implicit::{Conditions, ImplicitFunction, ImplicitScalar};
 use adrules_core::{HostTensor, Result};
-use adrules_strided::Tensor as StridedTensor;
 use dfdx::prelude::{PutTape, Shape, Tape, Tensor, TensorFromVec};
 use dfdx::tensor::Cpu;
 
@@ -10,7 +9,6 @@ use crate::bridge::shape_for;
 use crate::element::DfdxElement;
 use crate::error::from_dfdx;
 use crate::operands::Operands;
-use crate::record::{add_fresh, record};
 
 /// An implicit function `y(x)` as one dfdx op: the forward pass runs the caller's solver
 /// (never differentiated) on the operands `x`, the backward pass applies the implicit
@@ -69,20 +67,15 @@ where
         let (y, z) = f.solve(&xs.data, args)?;
         return Ok((to_dfdx::<Out, E>(&xs.device, y)?.put_tape(xs.tape), z));
     }
-    let (y, z, linearization) = f.vjp(&xs.data, args)?;
-    let out = to_dfdx::<Out, E>(&xs.device, y)?;
-    let mut x_bar: Option<Vec<StridedTensor>> = None;
-    let out = record(out, xs.tape, xs.keys, move |c_bar, k, slot| {
-        if x_bar.is_none() {
-            let cots = linearization.vjp(&c_bar.to_host()?)?;
-            x_bar = Some(cots.into_iter().map(StridedTensor::from_host).collect());
-        }
-        match x_bar.as_ref().and_then(|x| x.get(k)) {
-            Some(cot) => add_fresh(slot, cot),
-            None => Ok(()),
-        }
-    });
-    Ok((out, z))
+    let (_, z, linearization) = f.vjp(&xs.data, args)?;
+    if xs.data.is_empty() {
+        let y = linearization.y().clone();
+        return Ok((to_dfdx::<Out, E>(&xs.device, y)?.put_tape(xs.tape), z));
+    }
+    shape_for::<Out>(linearization.y().dims(), "y (solver output)")?;
+    // the linearization is the implicit function's rule at this solution: the crate's one
+    // bridge records it
+    Ok((crate::rule::run(&linearization, xs)?, z))
 }
 
 /// `y` (host data from the solver) as a dfdx tensor of shape type `Out` (moved, no copy).

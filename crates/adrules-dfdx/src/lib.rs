@@ -18,8 +18,12 @@
 //! - [`apply_rule`]: any one-output [`Rule`](adrules_core::rule::Rule) of the core, a
 //!   downstream crate's own operation, as one op whose backward is the rule's pullback (a
 //!   rule with several outputs is `Error::Unsupported`: dfdx's tape follows one tensor).
-//! - [`implicit`]: an implicit function (a solver plus conditions) as one op; the backward
-//!   pass applies the implicit-function pullback of [`adrules_core::implicit`].
+//!   It is the crate's one bridge: the primitives (the core's
+//!   [`PrimitiveCall`](adrules_core::rule::PrimitiveCall)), the networks and [`implicit`]
+//!   are core rules recorded by it.
+//! - [`implicit`]: an implicit function (a solver plus conditions) as one op: its
+//!   [`Linearization`](adrules_core::implicit::Linearization) at the solution is a core
+//!   rule whose pullback is the implicit-function pullback of [`adrules_core::implicit`].
 //! - [`DfdxBackend`]: the core [`Backend`](adrules_core::Backend) on dfdx tensors of rank
 //!   ≤ 6 ([`DfdxTensor`]), to run any core rule on dfdx data outside the tape.
 //!

@@ -1,16 +1,17 @@
 //! The primitives as differentiable dfdx ops: [`add`], [`trace`], [`contract`], each one call
-//! of the core's [`Primitive`], recorded by [`primitive`].
+//! of the core's [`Primitive`], recorded by the crate's one bridge (the core's
+//! [`PrimitiveCall`] rule through [`apply_rule`](crate::apply_rule)).
 
 use adrules_core::Result;
-use adrules_core::rules::{AddOp, ContractOp, Cotangents, Primitive, TraceOp};
-use adrules_strided::{Strided, Tensor as StridedTensor};
-use dfdx::prelude::{PutTape, Shape, Tape, Tensor};
+use adrules_core::rule::PrimitiveCall;
+use adrules_core::rules::{AddOp, ContractOp, Primitive, TraceOp};
+use dfdx::prelude::{Shape, Tape, Tensor};
 use dfdx::tensor::Cpu;
 
-use crate::bridge::{copy_out, shape_for};
+use crate::bridge::shape_for;
 use crate::element::DfdxElement;
 use crate::operands::Operands;
-use crate::record::record;
+use crate::rule::run;
 use crate::tape::JoinTape;
 
 /// Permuted add `C = α·P_p(A)` (see [`AddOp`]; β must be 0), as a dfdx op: `C[I] =
@@ -101,10 +102,11 @@ where
 }
 
 /// One call of `op` on `operands` (in input order) as a dfdx op: the checks (coefficients of
-/// a fresh output, output dims, the shape type `Out`), one copy of each operand in, the
-/// primal into a fresh tensor moved out; with a tape, one pullback per operand taken before
-/// the primal (so that each gradient buffer is lent to its own pullback, and an operand passed
-/// twice accumulates both contributions) and the backward step recorded.
+/// a fresh output, output dims, the shape type `Out`) before anything runs, then the crate's
+/// one bridge ([`apply_rule`](crate::apply_rule)) on the core's [`PrimitiveCall`]: one copy
+/// of each operand in, the primal into a fresh tensor moved out, and with a tape the shared
+/// pullback ([`Primitive::pullback_at`]'s arithmetic) run once in the backward pass, each
+/// operand's cotangent added into its gradient (an operand passed twice receives both).
 fn primitive<Out, E, X>(op: &Primitive, operands: X) -> Result<Tensor<Out, E, Cpu, X::Tape>>
 where
     Out: Shape,
@@ -113,35 +115,7 @@ where
 {
     op.fresh_alpha(E::DTYPE)?;
     let out_dims = op.output_dims(&operands.dims())?;
-    let out_shape: Out = shape_for(&out_dims, "output")?;
-    let xs = operands.collect()?;
-    let inputs: Vec<StridedTensor> = xs.data.into_iter().map(StridedTensor::from_host).collect();
-    let refs: Vec<&StridedTensor> = inputs.iter().collect();
-    let mut c = StridedTensor::zeros(&out_dims, E::DTYPE)?;
-    let traced = <X::Tape as Tape<E, Cpu>>::OWNS_TAPE;
-    let pullbacks = (0..op.arity())
-        .filter(|_| traced)
-        .map(|k| {
-            let only_k = op.activity(false, &[k == 0, k == 1]);
-            op.pullback_at(&Strided, &c, &refs, only_k)
-        })
-        .collect::<Result<Vec<_>>>()?;
-    op.apply(&Strided, &mut c, &refs)?;
-    drop(inputs); // the pullbacks keep their own handles of what they read
-    let out: Tensor<Out, E, Cpu> = copy_out(&xs.device, c, out_shape)?;
-    if !traced {
-        return Ok(out.put_tape(xs.tape));
-    }
-    Ok(record(out, xs.tape, xs.keys, move |c_bar, k, slot| {
-        let mut cot = Cotangents::default();
-        *operand(&mut cot, k) = slot.take();
-        let r = pullbacks[k].accumulate(c_bar, &mut cot);
-        *slot = operand(&mut cot, k).take();
-        r
-    }))
-}
-
-/// The cotangent of operand `k` (input order: A, then B).
-fn operand(cot: &mut Cotangents<Strided>, k: usize) -> &mut Option<StridedTensor> {
-    if k == 0 { &mut cot.a } else { &mut cot.b }
+    shape_for::<Out>(&out_dims, "output")?;
+    let call = PrimitiveCall::new(op.clone(), op.arity())?;
+    run(&call, operands.collect()?)
 }

@@ -9,7 +9,7 @@ use dfdx::tensor::Cpu;
 
 use crate::bridge::{copy_out, shape_for};
 use crate::element::DfdxElement;
-use crate::operands::Operands;
+use crate::operands::{Collected, Operands};
 use crate::record::{add_fresh, record};
 
 /// Runs the one-output `rule` on `operands` (in the rule's order) as **one** op on dfdx's
@@ -53,10 +53,20 @@ where
             actual: operands.count(),
         });
     }
-    let xs = operands.collect()?;
+    run(rule, operands.collect()?)
+}
+
+/// [`apply_rule`] on operands already collected (one output, counts checked).
+pub(crate) fn run<Out, E, T, R>(rule: &R, xs: Collected<E, T>) -> Result<Tensor<Out, E, Cpu, T>>
+where
+    Out: Shape,
+    E: DfdxElement,
+    T: Tape<E, Cpu>,
+    R: Rule,
+{
     let inputs: Vec<StridedTensor> = xs.data.into_iter().map(StridedTensor::from_host).collect();
     let refs: Vec<&StridedTensor> = inputs.iter().collect();
-    if !<X::Tape as Tape<E, Cpu>>::OWNS_TAPE {
+    if !T::OWNS_TAPE {
         let y = rule::primal(rule, &Strided, &refs)?.remove(0);
         let shape: Out = shape_for(y.dims(), "output")?;
         return Ok(copy_out(&xs.device, y, shape)?.put_tape(xs.tape));

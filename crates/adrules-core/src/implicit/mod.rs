@@ -156,6 +156,7 @@ mod gmres;
 mod krylov;
 mod maps;
 mod network;
+mod rule;
 mod solver;
 mod space;
 mod vjp;

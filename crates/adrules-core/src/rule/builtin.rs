@@ -124,6 +124,37 @@ impl PrimitiveCall {
             Ok((self.op.fresh_output(be, x)?, x))
         }
     }
+
+    /// The pullback of this call on the inputs `x` with output (or C) `c`: it reads the
+    /// operands it keeps from the [`Primal`] and the shapes and dtypes recorded here
+    /// ([`Primitive::pullback_saved`]).
+    fn pullback_for<B: SyncBackend>(
+        &self,
+        be: &B,
+        x: &[&B::Tensor],
+        c: &B::Tensor,
+    ) -> Box<dyn Pullback<B>> {
+        let (with_c, k) = (self.with_c, usize::from(self.with_c));
+        let c_meta = (be.dims(c), be.dtype(c));
+        let metas: Vec<_> = x[k..].iter().map(|t| (be.dims(t), be.dtype(t))).collect();
+        let (op, n) = (self.op.clone(), x.len());
+        let pullback = move |be: &B, p: &Primal<B>, c_bar: &[Option<B::Tensor>]| -> Cotangents<B> {
+            let Some(c_bar) = &c_bar[0] else {
+                return none::<B>(n);
+            };
+            let act = op.activity(with_c, p.activity());
+            let kept = |(j, (dims, dtype)): (usize, &(crate::Dims, crate::DType))| {
+                let t = p.inputs().get(j + k).cloned().flatten();
+                (dims.clone(), *dtype, t)
+            };
+            let operands: Vec<_> = metas.iter().enumerate().map(kept).collect();
+            let pb = op.pullback_saved(be, c_meta.clone(), &operands, act)?;
+            Ok(op
+                .cotangents_in_order(pb.pullback(c_bar)?, with_c)
+                .into_vec())
+        };
+        Box::new(pullback)
+    }
 }
 
 impl From<Primitive> for PrimitiveCall {
@@ -200,28 +231,22 @@ impl Rule for PrimitiveCall {
         x: &[&B::Tensor],
         _active: &[bool],
     ) -> Result<Outputs<B>> {
-        let with_c = self.with_c;
         let (mut c, ops) = self.split_inputs(be, x)?;
-        let c_meta = (be.dims(&c), be.dtype(&c));
-        let metas: Vec<_> = ops.iter().map(|t| (be.dims(t), be.dtype(t))).collect();
+        let pullback = self.pullback_for(be, x, &c);
         self.op.apply(be, &mut c, ops)?;
-        let (op, n, k) = (self.op.clone(), x.len(), usize::from(with_c));
-        let pullback = move |be: &B, p: &Primal<B>, c_bar: &[Option<B::Tensor>]| -> Cotangents<B> {
-            let Some(c_bar) = &c_bar[0] else {
-                return none::<B>(n);
-            };
-            let act = op.activity(with_c, p.activity());
-            let kept = |(j, (dims, dtype)): (usize, &(crate::Dims, crate::DType))| {
-                let t = p.inputs().get(j + k).cloned().flatten();
-                (dims.clone(), *dtype, t)
-            };
-            let operands: Vec<_> = metas.iter().enumerate().map(kept).collect();
-            let pb = op.pullback_saved(be, c_meta.clone(), &operands, act)?;
-            Ok(op
-                .cotangents_in_order(pb.pullback(c_bar)?, with_c)
-                .into_vec())
-        };
-        Ok((vec![c], Box::new(pullback)))
+        Ok((vec![c], pullback))
+    }
+
+    /// The pullback reads only the operands it keeps and the shapes and dtypes: an engine
+    /// that wrote C itself gets it without running the primitive.
+    fn pullback_at<B: SyncBackend>(
+        &self,
+        be: &B,
+        x: &[&B::Tensor],
+        outputs: &[&B::Tensor],
+        _active: &[bool],
+    ) -> Option<Result<Box<dyn Pullback<B>>>> {
+        Some(Ok(self.pullback_for(be, x, outputs[0])))
     }
 
     fn frule<B: SyncBackend>(
@@ -297,6 +322,16 @@ impl Rule for Primitive {
         dx: &[Option<&B::Tensor>],
     ) -> Result<(Vec<B::Tensor>, Vec<Option<B::Tensor>>)> {
         self.call().frule(be, x, dx)
+    }
+
+    fn pullback_at<B: SyncBackend>(
+        &self,
+        be: &B,
+        x: &[&B::Tensor],
+        outputs: &[&B::Tensor],
+        active: &[bool],
+    ) -> Option<Result<Box<dyn Pullback<B>>>> {
+        self.call().pullback_at(be, x, outputs, active)
     }
 
     fn primal<B: SyncBackend>(&self, be: &B, x: &[&B::Tensor]) -> Result<Vec<B::Tensor>> {

@@ -17,10 +17,13 @@
 //!   them from the [`Primal`] it is handed, never from a capture of its own;
 //! - [`Rule::check`] checks the inputs (ranks, shapes, dtypes) before anything runs, so that
 //!   bad input is a typed error naming the argument;
-//! - [`Rule::name`] names the rule in errors.
+//! - [`Rule::name`] names the rule in errors;
+//! - [`Rule::pullback_at`] (optional) builds the pullback at a primal point an engine computed
+//!   itself (candle writes a primitive's output straight into its storage), for a rule whose
+//!   pullback reads nothing but what it keeps.
 //!
 //! A rule is run through this module's drivers, which every engine bridge calls too:
-//! [`rrule`], [`frule`] and [`primal`] check the counts and the shapes on both sides of the
+//! [`rrule`], [`frule`], [`primal`] and [`pullback_at`] check the counts and the shapes on both sides of the
 //! user's code and wrap the pullback in a [`RulePullback`], which checks the cotangents it is
 //! handed and the ones it returns (their shapes; dtypes are projected onto the primal's,
 //! ChainRules' `ProjectTo`), fills zeros for an active input the pullback leaves at `None`,
@@ -157,7 +160,7 @@ pub use builtin::{
     TruncatedSvdRule,
 };
 pub use node::{JointPullback, OutputsNode};
-pub use run::{RulePullback, frule, primal, rrule};
+pub use run::{RulePullback, frule, primal, pullback_at, rrule};
 pub use split::{Joint, Selector, split};
 
 use crate::backend::Backend;
@@ -269,6 +272,28 @@ pub trait Rule: Debug + Send + Sync {
         Err(no_frule(be.name(), self.name()))
     }
 
+    /// The pullback alone at a primal point computed elsewhere: `inputs` and the `outputs` an
+    /// engine computed itself (written straight into its own storage, or recomputed), for
+    /// the inputs flagged in `active`. A rule whose pullback reads nothing but the inputs and
+    /// outputs it [keeps](Rule::keeps) (plus their shapes and dtypes) can build it without
+    /// running its primal; the default, `None`, says it cannot (its pullback needs what
+    /// [`rrule`](Rule::rrule) computes: factors, intermediates). Call it through the driver
+    /// [`pullback_at`], which checks what [`rrule`] checks.
+    ///
+    /// # Errors
+    /// `Some(Err(…))`: whatever building the pullback returns.
+    #[allow(clippy::type_complexity)]
+    fn pullback_at<B: SyncBackend>(
+        &self,
+        be: &B,
+        inputs: &[&B::Tensor],
+        outputs: &[&B::Tensor],
+        active: &[bool],
+    ) -> Option<Result<Box<dyn Pullback<B>>>> {
+        let _ = (be, inputs, outputs, active);
+        None
+    }
+
     /// The outputs alone. The default runs [`rrule`](Rule::rrule) with no input active and
     /// drops the pullback; a rule whose pullback costs something to build overrides it.
     ///
@@ -326,6 +351,16 @@ impl<R: Rule + ?Sized> Rule for &R {
         tangents: &[Option<&B::Tensor>],
     ) -> Result<(Vec<B::Tensor>, Vec<Option<B::Tensor>>)> {
         (**self).frule(be, inputs, tangents)
+    }
+
+    fn pullback_at<B: SyncBackend>(
+        &self,
+        be: &B,
+        inputs: &[&B::Tensor],
+        outputs: &[&B::Tensor],
+        active: &[bool],
+    ) -> Option<Result<Box<dyn Pullback<B>>>> {
+        (**self).pullback_at(be, inputs, outputs, active)
     }
 
     fn primal<B: SyncBackend>(&self, be: &B, inputs: &[&B::Tensor]) -> Result<Vec<B::Tensor>> {

@@ -184,6 +184,46 @@ pub fn rrule<R: Rule, B: SyncBackend>(
     count("active", inputs.len(), active.len())?;
     let (outputs, pullback) = rule.rrule(be, inputs, active)?;
     check_outputs::<R, B>(rule, &outputs)?;
+    let refs: Vec<&B::Tensor> = outputs.iter().collect();
+    let pb = checked(rule, be, inputs, &refs, active, pullback)?;
+    Ok((outputs, pb))
+}
+
+/// The checked pullback of `rule` at the inputs `inputs` and the outputs `outputs` an engine
+/// computed itself (it wrote them into its own storage, or recomputes them), for the inputs
+/// flagged in `active`, without running the rule's primal: [`Rule::pullback_at`]. `Ok(None)`
+/// when the rule has no pullback of its own primal point (its pullback needs what its
+/// [`rrule`](Rule::rrule) computes: call [`rrule`]). The checks are [`rrule`]'s, plus the
+/// outputs' count.
+///
+/// # Errors
+/// See the [module docs](super#errors).
+pub fn pullback_at<R: Rule, B: SyncBackend>(
+    rule: &R,
+    be: &B,
+    inputs: &[&B::Tensor],
+    outputs: &[&B::Tensor],
+    active: &[bool],
+) -> Result<Option<RulePullback<B>>> {
+    check_inputs(rule, be, inputs)?;
+    count("active", inputs.len(), active.len())?;
+    count("outputs", rule.num_outputs(), outputs.len())?;
+    match rule.pullback_at(be, inputs, outputs, active) {
+        None => Ok(None),
+        Some(pullback) => checked(rule, be, inputs, outputs, active, pullback?).map(Some),
+    }
+}
+
+/// The [`RulePullback`] of `pullback` (the rule's keeps checked against the counts; the kept
+/// inputs and outputs taken as handles).
+fn checked<R: Rule, B: SyncBackend>(
+    rule: &R,
+    be: &B,
+    inputs: &[&B::Tensor],
+    outputs: &[&B::Tensor],
+    active: &[bool],
+    pullback: Box<dyn Pullback<B>>,
+) -> Result<RulePullback<B>> {
     let keeps = rule.keeps(active);
     if keeps.inputs.len() != inputs.len() || keeps.outputs.len() != outputs.len() {
         let why = format!(
@@ -195,15 +235,18 @@ pub fn rrule<R: Rule, B: SyncBackend>(
         );
         return Err(broken(rule.name(), why));
     }
-    let pick = |keep: &[bool], all: &mut dyn Iterator<Item = B::Tensor>| -> Vec<_> {
-        all.zip(keep).map(|(t, &k)| k.then_some(t)).collect()
+    let pick = |keep: &[bool], all: &[&B::Tensor]| -> Vec<_> {
+        all.iter()
+            .zip(keep)
+            .map(|(&t, &k)| k.then(|| t.clone()))
+            .collect()
     };
     let primal = Primal::new(
-        pick(&keeps.inputs, &mut inputs.iter().map(|&t| t.clone())),
-        pick(&keeps.outputs, &mut outputs.iter().cloned()),
+        pick(&keeps.inputs, inputs),
+        pick(&keeps.outputs, outputs),
         active.to_vec(),
     );
-    let pb = RulePullback {
+    Ok(RulePullback {
         name: rule.name().into(),
         be: be.clone(),
         inner: Arc::from(pullback),
@@ -212,8 +255,7 @@ pub fn rrule<R: Rule, B: SyncBackend>(
         keeps,
         active: active.to_vec(),
         primal: Some(primal),
-    };
-    Ok((outputs, pb))
+    })
 }
 
 /// The checked pullback of one [`rrule`] call (cheap to clone: the user's pullback is

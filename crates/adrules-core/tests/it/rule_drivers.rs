@@ -261,3 +261,56 @@ fn downcasts_to_another_type_are_typed_errors() {
         Err(adrules_core::Error::Unsupported { .. })
     ));
 }
+
+/// `rule::pullback_at` at a primal point an engine computed itself: a primitive's pullback
+/// built there gives the cotangents of its `rrule`'s pullback to the bit (a contraction with
+/// α and conjugation flags, with one operand active and with both); a rule without one is
+/// `None`; a wrong count of outputs or a broken input is a typed error before anything runs.
+#[test]
+fn pullback_at_an_engines_primal_point() {
+    use adrules_core::ContractSpec;
+    use adrules_core::rule::PrimitiveCall;
+    use adrules_core::rules::ContractOp;
+    let be = Strided;
+    let host = |dims: &[usize], seed: f64| {
+        let n: usize = dims.iter().product();
+        let v = (0..n).map(|i| ((i as f64 + seed) * 0.37).sin()).collect();
+        be.from_host(HostTensor::from_vec(dims, v).unwrap())
+            .unwrap()
+    };
+    let (a, b, c_bar) = (
+        host(&[2, 3, 4], 1.0),
+        host(&[4, 3, 5], 2.0),
+        host(&[5, 2], 3.0),
+    );
+    let spec = ContractSpec::from_labels("ijl", "ljk", "ki").unwrap();
+    let op = ContractOp::new(spec)
+        .conj(Conj::No, Conj::Yes)
+        .alpha(DynScalar::F64(1.5));
+    let call = PrimitiveCall::new(op.into(), 2).unwrap();
+    for active in [[true, true], [false, true], [true, false]] {
+        let (y, pb) = rule::rrule(&call, &be, &[&a, &b], &active).unwrap();
+        let at = rule::pullback_at(&call, &be, &[&a, &b], &[&y[0]], &active)
+            .unwrap()
+            .expect("a primitive builds its pullback at a primal point");
+        let want = pb.pullback(&[Some(c_bar.clone())]).unwrap();
+        let got = at.pullback(&[Some(c_bar.clone())]).unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            let (g, w) = (g.as_ref().map(values), w.as_ref().map(values));
+            assert_eq!(g.is_some(), w.is_some());
+            let bits = |v: Vec<f64>| v.into_iter().map(f64::to_bits).collect::<Vec<_>>();
+            assert_eq!(g.map(bits), w.map(bits), "{active:?}");
+        }
+    }
+    let x = x();
+    let (y, _) = rule::rrule(&Twice(Broken::None), &be, &[&x], &[true]).unwrap();
+    let none = rule::pullback_at(&Twice(Broken::None), &be, &[&x], &[&y[0], &y[1]], &[true]);
+    assert!(none.unwrap().is_none());
+    let e = rule::pullback_at(&Twice(Broken::None), &be, &[&x], &[&y[0]], &[true]).unwrap_err();
+    assert!(
+        matches!(&e, Error::CountMismatch { arg, expected: 2, actual: 1 } if arg == "outputs"),
+        "{e}"
+    );
+    let e = rule::pullback_at(&call, &be, &[&a, &a], &[&y[0]], &[true, true]).unwrap_err();
+    assert!(matches!(&e, Error::ShapeMismatch { .. }), "{e}");
+}

@@ -2,10 +2,11 @@
 //! ([`NetworkConditions`]): a linear fixed point against its closed form.
 
 use adrules_core::implicit::{
-    ImplicitFunction, ImplicitScalar, Linearization, Method, NetworkConditions, SolverOptions,
-    TermOperand,
+    Conditions, ImplicitFunction, ImplicitScalar, Linearization, Method, NetworkConditions,
+    SolverOptions, TermOperand,
 };
 use adrules_core::network::{Network, NetworkPlan, Order};
+use adrules_core::rule::{self, Keeps, Pullback, Rule, SyncBackend};
 use adrules_core::{
     Backend, Complex32, Complex64, DType, DynScalar, Error, HostData, HostTensor, Result,
 };
@@ -14,6 +15,7 @@ use faer::linalg::solvers::Solve;
 
 use super::Config;
 use super::case::report;
+use crate::rule::{RuleCheck, check_rule};
 use crate::{Rng, Tolerance, Value, adjoint_mismatch};
 
 /// Size of the unknown.
@@ -220,6 +222,44 @@ where
         )?;
     }
 
+    // The linearization as a core rule (what the engines' `implicit` entries record): through
+    // the drivers on the backend, the solution, the pullback and the pushforward above; and
+    // the implicit function as a rule solving at every call through `check_rule` (finite
+    // differences, adjoint identity, non-mutation) in double precision.
+    let on_be = xs.iter().map(|t| be.from_host(t.clone()));
+    let on_be: Vec<B::Tensor> = on_be.collect::<Result<_>>().map_err(err)?;
+    let refs: Vec<&B::Tensor> = on_be.iter().collect();
+    let (out, pb) = rule::rrule(&lin, be, &refs, &vec![true; refs.len()]).map_err(err)?;
+    let ybar_be = be.from_host(ybar_h.clone()).map_err(err)?;
+    let x_bar = pb.pullback(&[Some(ybar_be)]).map_err(err)?;
+    let dirs_be = dirs.iter().map(|t| be.from_host(t.clone()));
+    let dirs_be: Vec<B::Tensor> = dirs_be.collect::<Result<_>>().map_err(err)?;
+    let dirs_refs: Vec<Option<&B::Tensor>> = dirs_be.iter().map(Some).collect();
+    let (_, dy_rule) = rule::frule(&lin, be, &refs, &dirs_refs).map_err(err)?;
+    let same =
+        |t: Option<&B::Tensor>, want: &HostTensor, what: &str| -> std::result::Result<(), String> {
+            let got = t.map(|t| be.to_host(t)).transpose().map_err(err)?;
+            match got {
+                Some(g) if g.data() == want.data() => Ok(()),
+                _ => Err(format!(
+                    "{name}: the linearization's rule gives another {what}"
+                )),
+            }
+        };
+    same(out.first(), lin.y(), "y")?;
+    same(dy_rule[0].as_ref(), &dy, "dy")?;
+    for (g, want) in x_bar.iter().zip(&grads) {
+        same(g.as_ref(), want, "cotangent")?;
+    }
+    if dtype.is_double() {
+        let config = RuleCheck {
+            seed: 45,
+            ..RuleCheck::default()
+        };
+        check_rule(&Solving(&f, xs.len()), be, &refs, &config)
+            .map_err(|e| format!("{name}: check_rule: {e}"))?;
+    }
+
     // Adjoint test between the two.
     let m = adjoint_mismatch(
         &Value::Tensor(ybar_h),
@@ -237,6 +277,62 @@ where
     Ok(())
 }
 
+/// An implicit function as a rule that solves at every call, then is its
+/// [`Linearization`]'s rule there (the linearization is the rule of one call, at its
+/// solution): what [`check_rule`] can perturb.
+struct Solving<'f, F>(&'f F, usize);
+
+impl<F> std::fmt::Debug for Solving<'_, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Solving")
+    }
+}
+
+impl<T, S, C> Rule for Solving<'_, ImplicitFunction<T, (), (), S, C>>
+where
+    T: ImplicitScalar,
+    S: Fn(&[HostTensor], &()) -> Result<(HostTensor, ())> + Send + Sync,
+    C: Conditions<T, (), ()> + Send + Sync,
+{
+    fn name(&self) -> &str {
+        "implicit (solving)"
+    }
+
+    fn num_inputs(&self) -> usize {
+        self.1
+    }
+
+    fn num_outputs(&self) -> usize {
+        1
+    }
+
+    fn keeps(&self, active: &[bool]) -> Keeps {
+        Keeps::none(active.len(), 1)
+    }
+
+    fn rrule<B: SyncBackend>(
+        &self,
+        be: &B,
+        x: &[&B::Tensor],
+        active: &[bool],
+    ) -> Result<(Vec<B::Tensor>, Box<dyn Pullback<B>>)> {
+        let xs: Vec<HostTensor> = x.iter().map(|t| be.to_host(t)).collect::<Result<_>>()?;
+        let (_, (), lin) = self.0.vjp(&xs, &())?;
+        lin.rrule(be, x, active)
+    }
+
+    fn frule<B: SyncBackend>(
+        &self,
+        be: &B,
+        x: &[&B::Tensor],
+        dx: &[Option<&B::Tensor>],
+    ) -> Result<(Vec<B::Tensor>, Vec<Option<B::Tensor>>)> {
+        let xs: Vec<HostTensor> = x.iter().map(|t| be.to_host(t)).collect::<Result<_>>()?;
+        let (lin, ()) = self.0.linearize(&xs, &())?;
+        lin.frule(be, x, dx)
+    }
+}
+
 /// The linear fixed point `y = W·y + γ·x` (`‖W‖ = 1/2`, `γ` complex on complex dtypes)
 /// defined by the conditions `c = W·y + γ·x − y`, three networks of
 /// [`NetworkConditions`] on the backend, solved by the fixed-point iteration on the host, for
@@ -245,7 +341,10 @@ where
 /// network rules). [`ImplicitFunction`]'s solution, `‖c‖` there, pushforward and pullback are
 /// checked against the closed form (`(I − W)⁻¹`, by faer's LU on the host:
 /// `dy = (I − W)⁻¹(dW·y + γ·dx)`, `x̄ = conj(γ)·(I − W)⁻ᴴ·ȳ`, `W̄ = (I − W)⁻ᴴ·ȳ·yᴴ`), with one
-/// cotangent per input (none for a constant), and against each other (adjoint test); and the
+/// cotangent per input (none for a constant), and against each other (adjoint test); the
+/// [`Linearization`] as a core rule through the drivers (the same solution, pullback and
+/// pushforward, to the bit) and the implicit function as a rule through [`check_rule`] (in
+/// double precision); and the
 /// second order ([`Linearization::hvp`], second derivatives of the conditions from the
 /// backend's network rules) against its closed form
 /// (`d(W̄) = du·yᴴ + u·dyᴴ`, `d(x̄) = conj(γ)·du`, `du = (I − W)⁻ᴴ·dWᴴ·u`; zero for constant W).
