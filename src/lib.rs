@@ -121,14 +121,30 @@ pub mod prelude {
 #[doc(inline)]
 pub use adrules_strided as strided;
 
-/// The burn adapter: the rules as burn autodiff ops (feature `burn`).
+/// The burn adapter (`adrules-burn`, feature `burn`): the rules as burn autodiff ops; with
+/// feature `burn-nn`, its trainable layers as [`burn::nn`] (`adrules-burn-nn`).
 #[cfg(feature = "burn")]
-#[doc(inline)]
-pub use adrules_burn as burn;
-/// The candle adapter: the rules as candle custom ops (feature `candle`).
+pub mod burn {
+    #[doc(inline)]
+    pub use adrules_burn::*;
+    /// Trainable layers as burn modules (`adrules-burn-nn`, feature `burn-nn`): `Einsum`
+    /// and the deep-equilibrium layer `Deq`.
+    #[cfg(feature = "burn-nn")]
+    #[doc(inline)]
+    pub use adrules_burn_nn as nn;
+}
+/// The candle adapter (`adrules-candle`, feature `candle`): the rules as candle custom ops;
+/// with feature `candle-nn`, its trainable layers as [`candle::nn`] (`adrules-candle-nn`).
 #[cfg(feature = "candle")]
-#[doc(inline)]
-pub use adrules_candle as candle;
+pub mod candle {
+    #[doc(inline)]
+    pub use adrules_candle::*;
+    /// Trainable layers as candle modules (`adrules-candle-nn`, feature `candle-nn`):
+    /// `Einsum` and the deep-equilibrium layer `Deq`.
+    #[cfg(feature = "candle-nn")]
+    #[doc(inline)]
+    pub use adrules_candle_nn as nn;
+}
 /// The dfdx adapter (feature `dfdx`): the rules as dfdx tape ops, and the core backend on
 /// dfdx tensors.
 #[cfg(feature = "dfdx")]

@@ -43,6 +43,10 @@ use crate::{Step, cargo, print_steps, run_step};
 /// `candle-cuda`, Metal, ROCm) are `gpu-check`'s.
 pub const CPU_BACKENDS: &[&str] = &["burn-ndarray"];
 
+/// The facade's layer features (the layer crates `adrules-burn-nn`, `adrules-candle-nn`),
+/// tested in the union (each turns its adapter on).
+pub const LAYERS: &[&str] = &["burn-nn", "candle-nn"];
+
 /// Feature sets of the facade, each as the arguments to pass to cargo: the union last.
 fn feature_sets() -> Result<Vec<Vec<String>>, String> {
     let out = cargo()
@@ -91,7 +95,7 @@ fn feature_sets() -> Result<Vec<Vec<String>>, String> {
     all.extend(
         optional
             .iter()
-            .filter(|f| CPU_BACKENDS.contains(&f.as_str()))
+            .filter(|f| CPU_BACKENDS.contains(&f.as_str()) || LAYERS.contains(&f.as_str()))
             .cloned(),
     );
     if all.len() > 1 {

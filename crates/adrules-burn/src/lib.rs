@@ -90,7 +90,6 @@ mod flex;
 mod handle;
 mod implicit;
 pub mod linalg;
-pub mod nn;
 mod node;
 pub mod rule;
 mod rules;

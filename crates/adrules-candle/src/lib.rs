@@ -115,7 +115,6 @@ pub mod implicit;
 mod kernel;
 pub mod linalg;
 pub mod network;
-pub mod nn;
 mod ops;
 pub mod rule;
 

@@ -14,7 +14,6 @@ mod gradients;
 mod implicit;
 mod implicit_policy;
 mod linalg;
-mod nn;
 mod rule;
 mod tensor_api;
 mod training;

@@ -12,6 +12,5 @@ mod implicit_device;
 mod implicit_policy;
 mod linalg;
 mod network;
-mod nn;
 mod ops;
 mod rule;

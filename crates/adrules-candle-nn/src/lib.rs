@@ -1,23 +1,25 @@
+//! # adrules-candle-nn
+//!
 //! Trainable layers as candle modules ([`candle_nn::Module`], built from a [`VarBuilder`] as
 //! candle-nn's layers are): [`Einsum`], an einsum with learnable operands whose pairwise
-//! steps are this crate's custom ops; [`Deq`], a deep-equilibrium layer whose fixed point is
+//! steps are `adrules-candle`'s ops; [`Deq`], a deep-equilibrium layer whose fixed point is
 //! differentiated by the implicit function theorem through [`Implicit`], so that its memory
 //! does not grow with the solver's iterations.
 //!
 //! The configurations are the core's ([`EinsumConfig`], [`DeqConfig`] from
 //! [`adrules_core::layers`], where the formulas, the checks and the initialisation are
 //! written): the same seed gives the same initial parameters as burn's layers
-//! (`adrules_burn::nn`), to the bit. Parameters come from the [`VarBuilder`] under the names
+//! (`adrules_burn_nn`), to the bit. Parameters come from the [`VarBuilder`] under the names
 //! `w0`, `w1`, … (einsum) and `w`, `u`, `b` (DEQ): a name the builder already holds (loaded
 //! weights, a `VarMap` filled before) is used as it is; a variable the builder creates (a
 //! `VarMap`'s) is set to the seeded initial values. Errors are candle errors carrying the
-//! typed [`adrules_core::Error`] ([`crate::adrules_error`]).
+//! typed [`adrules_core::Error`] ([`adrules_candle::adrules_error`]).
 //!
 //! # Example: the fixed point `z = tanh(W·z + x)` and its gradients
 //! ```
 //! use adrules_candle::candle_core::{DType, Device, Tensor, Var};
-//! use adrules_candle::nn::candle_nn::{Module, VarBuilder, VarMap};
-//! use adrules_candle::nn::{Deq, DeqConfig};
+//! use adrules_candle_nn::candle_nn::{Module, VarBuilder, VarMap};
+//! use adrules_candle_nn::{Deq, DeqConfig};
 //!
 //! # fn main() -> adrules_candle::candle_core::Result<()> {
 //! let varmap = VarMap::new();
@@ -37,14 +39,15 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 use adrules_core::implicit::SolverOptions;
 use adrules_core::layers::{self, EinsumLayout};
 use adrules_core::{Error, Result};
 use candle_core::{DType, Tensor, Var};
 use candle_nn::{Init, Module, VarBuilder};
 
-use crate::convert::{adrules_dtype, from_candle, to_candle};
-use crate::implicit::Implicit;
+use adrules_candle::{Implicit, adrules_dtype, from_candle, to_candle};
 
 pub use adrules_core::layers::{DeqConfig, EinsumConfig};
 /// candle-nn, at the version the layers implement [`Module`] of (`=0.11.1`).
@@ -112,11 +115,11 @@ impl Module for Einsum {
     ///
     /// # Errors
     /// [`Error::RankMismatch`] / [`Error::ShapeMismatch`] (`"input"`) for an input that does
-    /// not fit the string and the learnable operands; those of [`crate::einsum`].
+    /// not fit the string and the learnable operands; those of [`adrules_candle::einsum`].
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
         self.layout.check_input(xs.dims()).map_err(to_candle)?;
         let operands = self.layout.operands(xs, self.weights.iter());
-        crate::einsum(self.layout.equation(), &operands)
+        adrules_candle::einsum(self.layout.equation(), &operands)
     }
 }
 
@@ -341,3 +344,8 @@ impl Module for Deq {
         f.apply(&inputs)
     }
 }
+
+/// The code blocks of this crate's `README.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 
 use adrules_candle::adrules_error;
 use adrules_candle::candle_core::{DType, Device, Tensor, Var};
-use adrules_candle::nn::candle_nn::{Module, Optimizer, SGD, VarBuilder, VarMap};
-use adrules_candle::nn::{Deq, DeqConfig, Einsum, EinsumConfig};
+use adrules_candle_nn::candle_nn::{Module, Optimizer, SGD, VarBuilder, VarMap};
+use adrules_candle_nn::{Deq, DeqConfig, Einsum, EinsumConfig};
 use adrules_core::Error;
 use adrules_core::implicit::{Method, SolverOptions};
 use adrules_testing::Rng;

@@ -1,3 +1,5 @@
+//! # adrules-burn-nn
+//!
 //! Trainable layers as burn modules (`#[derive(Module)]`, built from a `#[derive(Config)]` with
 //! `init(&device)`, as burn-nn's layers are): [`Einsum`], an einsum with learnable operands,
 //! one adrules network node per call; [`Deq`], a deep-equilibrium layer whose fixed point is
@@ -12,7 +14,7 @@
 //! # Example: the fixed point `z = tanh(W·z + x)` and its gradients
 //! ```
 //! use adrules_burn::burn_tensor::{DType, Device, Tensor, TensorData};
-//! use adrules_burn::nn::DeqConfig;
+//! use adrules_burn_nn::DeqConfig;
 //!
 //! # fn main() -> adrules_core::Result<()> {
 //! let device = Device::flex().autodiff();
@@ -32,6 +34,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 use adrules_core::implicit::SolverOptions;
 use adrules_core::layers::{self, EinsumLayout};
 use adrules_core::{Error, Result};
@@ -40,11 +44,10 @@ use burn::module::{Module, Param};
 use burn_core as burn;
 use burn_tensor::{DType, Device, Tensor, TensorCreationOptions, TensorData};
 
-use crate::implicit::Implicit;
-use crate::tensor::{Operand, einsum};
+use adrules_burn::{Implicit, Operand, einsum};
 
 /// burn-core, at the version the layers derive their `Module` and `Config` from (`=0.22.1`):
-/// a module of yours that holds these layers derives with `use adrules_burn::nn::burn_core as
+/// a module of yours that holds these layers derives with `use adrules_burn_nn::burn_core as
 /// burn;` in scope (burn's derives name the crate `burn`).
 pub use burn_core;
 
@@ -150,7 +153,7 @@ impl Weight {
             6 => param!(6, R6),
             r => {
                 return Err(Error::Unsupported {
-                    backend: "burn (adrules_burn::nn::Einsum)".into(),
+                    backend: "burn (adrules_burn_nn::Einsum)".into(),
                     what: format!("a learnable operand of rank {r} (at most {MAX_WEIGHT_RANK})"),
                 });
             }
@@ -185,7 +188,7 @@ impl EinsumConfig {
         .layout()?;
         if layout.num_operands() > MAX_OPERANDS {
             return Err(Error::Unsupported {
-                backend: "burn (adrules_burn::nn::Einsum)".into(),
+                backend: "burn (adrules_burn_nn::Einsum)".into(),
                 what: format!(
                     "{} operands (at most {MAX_OPERANDS})",
                     layout.num_operands()
@@ -239,7 +242,7 @@ impl Einsum {
     /// [`Error::RankMismatch`] / [`Error::ShapeMismatch`] (`"input"`) for an input that does not
     /// fit the string and the learnable operands' dimensions; [`Error::RankMismatch`]
     /// (`"output"`) for a `DO` that is not the string's output rank; the routing and dtype
-    /// errors of [`crate::apply`].
+    /// errors of [`adrules_burn::apply`].
     pub fn forward<const DI: usize, const DO: usize>(
         &self,
         input: Tensor<DI>,
@@ -261,7 +264,7 @@ fn einsum_any<const D: usize>(equation: &str, operands: Vec<Operand>) -> Result<
                     Err(v) => Err(Error::rank("operands", $n, v.len())),
                 },)*
                 n => Err(Error::Unsupported {
-                    backend: "burn (adrules_burn::nn::Einsum)".into(),
+                    backend: "burn (adrules_burn_nn::Einsum)".into(),
                     what: format!("{n} operands (at most {MAX_OPERANDS})"),
                 }),
             }
@@ -483,7 +486,7 @@ impl Deq {
     /// # Errors
     /// As [`solve`](Self::solve) (before anything is recorded), and those of
     /// [`Implicit::apply`] (routing, dtypes: `x` and the parameters share one dtype). In
-    /// backward (see [`crate::try_backward`]): the linear solver's failures, e.g.
+    /// backward (see [`adrules_burn::try_backward`]): the linear solver's failures, e.g.
     /// [`Error::NotConverged`] of GMRES when the map is far from contractive.
     pub fn forward(&self, x: Tensor<2>) -> Result<Tensor<2>> {
         let batch = self.check(&x)?;
@@ -542,3 +545,8 @@ impl Deq {
         Ok(z)
     }
 }
+
+/// The code blocks of this crate's `README.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -6,9 +6,9 @@
 //! bad configurations and inputs, and for an iteration that does not converge.
 
 use adrules_burn::burn_tensor::{DType, Device, Tensor, TensorData};
-use adrules_burn::nn::burn_core::module::{Module, Param};
-use adrules_burn::nn::{Deq, DeqConfig, Einsum, EinsumConfig, Weight};
 use adrules_burn::take_backward_errors;
+use adrules_burn_nn::burn_core::module::{Module, Param};
+use adrules_burn_nn::{Deq, DeqConfig, Einsum, EinsumConfig, Weight};
 use adrules_core::Error;
 use adrules_core::implicit::{Method, SolverOptions};
 use adrules_testing::Rng;
@@ -270,8 +270,8 @@ fn deq_gradient_matches_autodiff_through_the_unrolled_solver() {
 /// A DEQ classifier's body and read-out, as a user would derive it.
 mod model {
     use adrules_burn::burn_tensor::Tensor;
-    use adrules_burn::nn::burn_core as burn;
-    use adrules_burn::nn::{Deq, Einsum};
+    use adrules_burn_nn::burn_core as burn;
+    use adrules_burn_nn::{Deq, Einsum};
     use burn::module::Module;
 
     #[derive(Module, Debug)]
