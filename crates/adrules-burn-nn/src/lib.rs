@@ -212,7 +212,7 @@ fn check_float(dtype: Option<DType>) -> Result<()> {
     match dtype {
         None | Some(DType::F32 | DType::F64) => Ok(()),
         Some(other) => Err(Error::Unsupported {
-            backend: "burn (adrules_burn::nn)".into(),
+            backend: "burn (adrules_burn_nn)".into(),
             what: format!("parameters of dtype {other:?} (f32 and f64 only)"),
         }),
     }

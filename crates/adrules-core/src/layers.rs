@@ -1,5 +1,5 @@
 //! The engine-independent half of the trainable layers of the adapters
-//! (`adrules_burn::nn`, `adrules_candle::nn`): the checked configuration of an einsum layer
+//! (`adrules_burn_nn`, `adrules_candle_nn`): the checked configuration of an einsum layer
 //! ([`EinsumConfig`] → [`EinsumLayout`]) and of a deep-equilibrium layer ([`DeqConfig`]),
 //! their deterministic initialisation ([`uniform`]: the same seed gives the same values, to
 //! the bit, on every engine), and the fixed-point driver ([`fixed_point`]) whose convergence

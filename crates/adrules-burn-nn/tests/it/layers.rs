@@ -1,4 +1,4 @@
-//! The trainable layers of `adrules_burn::nn`: the einsum layer against burn's own matmul
+//! The trainable layers of `adrules_burn_nn`: the einsum layer against burn's own matmul
 //! (values and gradients from burn's autodiff) and against central differences; the
 //! deep-equilibrium layer against central differences of its solve (with and without input
 //! map and bias, dense and matrix-free backward) and against burn's autodiff through the

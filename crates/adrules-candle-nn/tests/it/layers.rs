@@ -1,4 +1,4 @@
-//! The trainable layers of `adrules_candle::nn`: the einsum layer against candle's own matmul
+//! The trainable layers of `adrules_candle_nn`: the einsum layer against candle's own matmul
 //! (values and gradients from candle's autograd) and against central differences; the
 //! deep-equilibrium layer against central differences of its solve (with and without input
 //! map and bias) and against candle's autograd through the unrolled iteration (dense and
