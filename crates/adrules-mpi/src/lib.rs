@@ -196,14 +196,14 @@ impl Distributed {
         operands: &[&B::Tensor],
     ) -> Result<B::Tensor> {
         let range = self.slices(plan);
-        let mut out = self.run(plan, be, "execute", &[], |between| {
+        let out = self.run(plan, be, "execute", &[], |between| {
             let c = plan.execute_slices(be, alloc, operands, range, between)?;
             Ok(Parts {
                 reduced: vec![c],
                 kept: vec![],
             })
         })?;
-        let c = out.reduced.pop().expect("one reduced tensor");
+        let c = next_reduced(&mut out.reduced.into_iter(), "value")?;
         Ok(plan.finish_value(be, operands, c)?)
     }
 
@@ -246,7 +246,7 @@ impl Distributed {
             Ok(parts)
         })?;
         let (mut reduced, mut kept) = (out.reduced.into_iter(), out.kept.into_iter());
-        let c = reduced.next().expect("the value");
+        let c = next_reduced(&mut reduced, "value")?;
         let grads: Vec<Option<B::Tensor>> = (0..operands.len())
             .map(|k| match active.get(k) {
                 Some(true) if keep(k) => kept.next(),
@@ -312,7 +312,10 @@ impl Distributed {
             })
         })?;
         let mut it = out.reduced.into_iter();
-        let (c, dc) = (it.next().expect("value"), it.next().expect("tangent"));
+        let (c, dc) = (
+            next_reduced(&mut it, "value")?,
+            next_reduced(&mut it, "tangent")?,
+        );
         Ok(plan.finish_frule(be, operands, tangents, c, dc)?)
     }
 
@@ -587,3 +590,15 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The next of a run's reduced tensors (`what` names it). The reduction returns exactly the
+/// tensors the rank's closure returned, so a missing one is this crate's fault: reported as a
+/// typed error ([`adrules_core::Error::Backend`]), not a panic.
+fn next_reduced<T>(it: &mut impl Iterator<Item = T>, what: &str) -> Result<T> {
+    it.next().ok_or_else(|| {
+        Error::Core(adrules_core::Error::Backend {
+            backend: "mpi".into(),
+            message: format!("the reduction of the partial results returned no {what}"),
+        })
+    })
+}
