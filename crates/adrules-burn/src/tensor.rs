@@ -132,7 +132,7 @@ pub fn einsum_hvp<const N: usize>(
     c_bar: Operand,
     directions: [Option<Operand>; N],
 ) -> Result<[Operand; N]> {
-    let dims = scalar_dims(&Network::einsum(subscripts)?, &operands);
+    let dims = einsum_dims(subscripts, &operands)?;
     let plan = PlanCache::global().einsum(subscripts, &dims)?;
     network_hvp(&plan, operands, c_bar, directions)
 }
@@ -423,7 +423,7 @@ pub fn einsum<const N: usize, const D: usize>(
     subscripts: &str,
     operands: [Operand; N],
 ) -> Result<Tensor<D>> {
-    let dims = scalar_dims(&Network::einsum(subscripts)?, &operands);
+    let dims = einsum_dims(subscripts, &operands)?;
     let plan = PlanCache::global().einsum(subscripts, &dims)?;
     run_plan(plan, operands)
 }
@@ -445,6 +445,19 @@ pub fn ncon<const N: usize, const D: usize, I: AsRef<[i64]>>(
         Arc::new(NetworkPlan::new(&net, &dims, &Order::Default)?),
         operands,
     )
+}
+
+/// The shapes of `operands` for the Einstein string `subscripts`, as [`scalar_dims`]; the
+/// string is parsed here only when an operand has shape `[1]` (the only case where its slots
+/// matter: otherwise the plan cache parses it, on a miss only).
+///
+/// # Errors
+/// The string's errors, when it is parsed here.
+fn einsum_dims(subscripts: &str, operands: &[Operand]) -> Result<Vec<Vec<usize>>> {
+    if operands.iter().all(|o| o.dims() != [1]) {
+        return Ok(operands.iter().map(Operand::dims).collect());
+    }
+    Ok(scalar_dims(&Network::einsum(subscripts)?, operands))
 }
 
 /// The shapes of `operands`, a shape-`[1]` operand of a rank-0 slot read as a scalar.
