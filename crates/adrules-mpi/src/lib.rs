@@ -586,11 +586,6 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// The code blocks of this crate's `README.md`, compiled and run as doc tests.
-#[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-pub struct ReadmeDoctests;
-
 /// The next of a run's reduced tensors (`what` names it). The reduction returns exactly the
 /// tensors the rank's closure returned, so a missing one is this crate's fault: reported as a
 /// typed error ([`adrules_core::Error::Backend`]), not a panic.
@@ -602,3 +597,8 @@ fn next_reduced<T>(it: &mut impl Iterator<Item = T>, what: &str) -> Result<T> {
         })
     })
 }
+
+/// The code blocks of this crate's `README.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -612,3 +612,49 @@ fn overflowing_tangents_and_cotangents_are_typed_errors() {
     let dy = lin.jvp(&[t64(&[1], vec![f64::INFINITY])]).unwrap();
     assert!(data::<f64>(&dy)[0].is_infinite());
 }
+
+/// The linearization as a core rule: inputs of another shape, count or dtype than the
+/// solver saw are typed errors naming the input, before anything runs; at the right inputs its
+/// output is the solution and its pullback the linearization's own `vjp`, to the bit.
+#[test]
+fn the_linearization_rule_refuses_other_inputs() {
+    use adrules_core::Backend;
+    use adrules_core::rule;
+    use adrules_strided::Strided;
+    let f = linear(
+        matrix(3, false, 4),
+        Structure::General,
+        SolverOptions::default(),
+    );
+    let x = vec![t64(&[3], vec![1.0, 2.0, 3.0])];
+    let (lin, ()) = f.linearize(&x, &()).unwrap();
+    let be = Strided;
+    let on = |t: HostTensor| be.from_host(t).unwrap();
+    let short = on(t64(&[2], vec![1.0, 2.0]));
+    let e = rule::rrule(&lin, &be, &[&short], &[true]).unwrap_err();
+    assert!(
+        matches!(&e, Error::ShapeMismatch { arg, .. } if arg == "x[0]"),
+        "{e}"
+    );
+    let single = on(HostTensor::from_vec(&[3], vec![1.0f32, 2.0, 3.0]).unwrap());
+    let e = rule::rrule(&lin, &be, &[&single], &[true]).unwrap_err();
+    assert!(
+        matches!(&e, Error::DTypeMismatch { arg, .. } if arg == "x[0]"),
+        "{e}"
+    );
+    let x0 = on(x[0].clone());
+    let e = rule::rrule(&lin, &be, &[&x0, &x0], &[true, true]).unwrap_err();
+    assert!(
+        matches!(&e, Error::CountMismatch { arg, expected: 1, actual: 2 } if arg == "inputs"),
+        "{e}"
+    );
+    let (y, pb) = rule::rrule(&lin, &be, &[&x0], &[true]).unwrap();
+    assert_eq!(be.to_host(&y[0]).unwrap().data(), lin.y().data());
+    let y_bar = t64(&[3], vec![0.5, -1.0, 2.0]);
+    let got = pb.pullback(&[Some(on(y_bar.clone()))]).unwrap();
+    let want = lin.vjp(&y_bar).unwrap();
+    assert_eq!(
+        be.to_host(got[0].as_ref().unwrap()).unwrap().data(),
+        want[0].data()
+    );
+}
