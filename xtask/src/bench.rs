@@ -87,7 +87,7 @@ fn pairs<'a>(
 
 /// `cargo xtask bench [FILTER…]`: runs the criterion benches of the package
 /// `adrules-benches` (`benches/`: `contract`, `permute`, `rules`, `networks`, `einsum`, `second_order`,
-/// `planner`, `overheads`, `slicing`, `linalg`; arguments are
+/// `planner`, `overheads`, `slicing`, `linalg`, `linalg_more`; arguments are
 /// passed to criterion, e.g. a filter regex),
 /// then prints markdown tables from criterion's estimates (median time per iteration), then
 /// runs the `planner-networks` (order quality) and `planner-budget` (budget overruns)
@@ -118,6 +118,8 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         "slicing",
         "--bench",
         "linalg",
+        "--bench",
+        "linalg_more",
         "--",
     ])
     .args(args);
@@ -382,6 +384,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     run_bench_bin("planner-budget")?;
 
     linalg(&all);
+    linalg_more(&all);
 
     // Written by `cargo bench -p adrules-benches --features burn --bench burn_einsum` (not
     // run above: the burn feature is off by default); printed only when its estimates exist.
@@ -450,6 +453,32 @@ fn linalg(all: &[Estimate]) {
                     ms(fwd)
                 );
             }
+        }
+    }
+}
+
+/// The table of `benches/linalg_more.rs`: forward + backward through the dense rules at
+/// n = 256 on the strided backend, against the forward alone.
+fn linalg_more(all: &[Estimate]) {
+    println!(
+        "\n### Dense linear algebra, forward + backward, n = 256 (`benches/linalg_more.rs`)\n"
+    );
+    println!(
+        "Median time per call; the loss is linear in the outputs (a fixed random cotangent); \
+         forward = the primal alone (factorization and solves, faer). JAX's and PyTorch's \
+         times for the same losses: `benches/peers_linalg.py`.\n"
+    );
+    println!("| case | rule (forward + backward) | forward alone | ratio |");
+    println!("|---|---:|---:|---:|");
+    for op in ["cholesky", "solve", "det", "slogdet", "inv"] {
+        let group = format!("linalg_more_{op}");
+        for (v, rule, fwd) in pairs(all, &group, "rule", "forward") {
+            println!(
+                "| {op} {v} | {:.2} ms | {:.2} ms | {:.2} |",
+                rule.median_ns / 1e6,
+                fwd.median_ns / 1e6,
+                rule.median_ns / fwd.median_ns
+            );
         }
     }
 }

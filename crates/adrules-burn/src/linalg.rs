@@ -8,7 +8,11 @@
 //! formulas and sources in the docs of [`adrules_core::linalg::SvdPullback::pullback`],
 //! [`adrules_core::linalg::QrPullback::pullback`],
 //! [`adrules_core::linalg::EighPullback::pullback`] and
-//! [`adrules_core::linalg::ClusteredEighPullback::pullback`]).
+//! [`adrules_core::linalg::ClusteredEighPullback::pullback`]). Beside them, the dense
+//! operations [`cholesky`], [`solve_triangular`], [`solve`], [`inv`], [`det`],
+//! [`slogdet`] (determinants with shape `[batch…, 1, 1]`), [`matrix_exp`] and [`pinv`], each the core's rule of that
+//! name (formulas and sources on [`adrules_core::linalg::CholeskyRule`] and its siblings)
+//! through the same bridge.
 //!
 //! # How
 //! Each decomposition is the core's rule ([`SvdRule`], [`TruncatedSvdRule`], [`QrRule`],
@@ -308,4 +312,111 @@ fn constant<const D: usize>(h: &HostTensor, like: &Tensor<D>) -> Result<Tensor<D
         _ => return Err(unsupported("complex eigenvalues in burn")),
     };
     Ok(Tensor::from_data(data, (&like.device(), like.dtype())))
+}
+
+/// The one output of a one-output `rule` on `inputs`, through the crate's one bridge, as a
+/// rank-`E` tensor.
+fn single<R: Rule + Clone + 'static, const N: usize, const E: usize>(
+    rule: &R,
+    inputs: [crate::Operand; N],
+) -> Result<Tensor<E>> {
+    let mut out = crate::rule::apply(rule, inputs)?;
+    match out.len() {
+        1 => out.remove(0).into_tensor(),
+        n => Err(engine_error(format!("{}: {n} outputs for 1", rule.name()))),
+    }
+}
+
+/// `[batch…, 1, 1]` for a per-matrix scalar output `[batch…]` (`[1]` for no batch axes) of
+/// `A: [batch…, n, n]`, burn's kept reduction axes.
+fn per_matrix<const D: usize>(out: crate::Operand, a: &Tensor<D>) -> Result<Tensor<D>> {
+    let mut dims = a.dims();
+    dims[D - 2] = 1;
+    dims[D - 1] = 1;
+    out.reshaped(dims)
+}
+
+/// The lower Cholesky factor `L` (or, with `upper`, `U = Lᵀ`) of the symmetric part
+/// `(A + Aᵀ)/2` of `A: [batch…, n, n]` as a tensor of burn's graph: the core's
+/// [`CholeskyRule`](adrules_core::linalg::CholeskyRule) (Murray's pullback; `Ā` symmetric).
+///
+/// # Errors
+/// As the rule (`NotPositiveDefinite`, a non-square or non-finite input), and the routing's.
+pub fn cholesky<const D: usize>(a: &Tensor<D>, upper: bool) -> Result<Tensor<D>> {
+    single(&adrules_core::linalg::CholeskyRule { upper }, [a.into()])
+}
+
+/// `X` with `T·X = B` (or `X·T = B`) for the triangle `T` of `A: [batch…, n, n]` that `rule`
+/// chooses, `B` of the same batch and rank: the core's
+/// [`SolveTriangularRule`](adrules_core::linalg::SolveTriangularRule), differentiable in both.
+///
+/// # Errors
+/// As the rule (`Singular` for a zero pivot, mismatched shapes), and the routing's.
+pub fn solve_triangular<const D: usize>(
+    a: &Tensor<D>,
+    b: &Tensor<D>,
+    rule: adrules_core::linalg::SolveTriangularRule,
+) -> Result<Tensor<D>> {
+    single(&rule, [a.into(), b.into()])
+}
+
+/// `X = A⁻¹·B` for `A: [batch…, n, n]` and `B: [batch…, n]` (`E = D − 1`) or
+/// `[batch…, n, k]` (`E = D`): the core's [`SolveRule`](adrules_core::linalg::SolveRule),
+/// differentiable in both; `X` has `B`'s shape.
+///
+/// # Errors
+/// As the rule (`Singular` for a zero pivot, mismatched shapes), and the routing's.
+pub fn solve<const D: usize, const E: usize>(a: &Tensor<D>, b: &Tensor<E>) -> Result<Tensor<E>> {
+    single(&adrules_core::linalg::SolveRule, [a.into(), b.into()])
+}
+
+/// `A⁻¹` for `A: [batch…, n, n]`: the core's [`InvRule`](adrules_core::linalg::InvRule).
+///
+/// # Errors
+/// As the rule (`Singular` for a zero pivot), and the routing's.
+pub fn inv<const D: usize>(a: &Tensor<D>) -> Result<Tensor<D>> {
+    single(&adrules_core::linalg::InvRule, [a.into()])
+}
+
+/// `e^A` for `A: [batch…, n, n]`: the core's
+/// [`MatrixExpRule`](adrules_core::linalg::MatrixExpRule) (Padé with scaling and squaring;
+/// the pullback is the adjoint Fréchet derivative).
+///
+/// # Errors
+/// As the rule, and the routing's.
+pub fn matrix_exp<const D: usize>(a: &Tensor<D>) -> Result<Tensor<D>> {
+    single(&adrules_core::linalg::MatrixExpRule, [a.into()])
+}
+
+/// `A⁺: [batch…, n, m]` for `A: [batch…, m, n]`, singular values at most `rtol·s₀` dropped
+/// (`None`: `max(m, n)·ε`): the core's [`PinvRule`](adrules_core::linalg::PinvRule) (Golub &
+/// Pereyra's derivative, where the rank is locally constant).
+///
+/// # Errors
+/// As the rule, and the routing's.
+pub fn pinv<const D: usize>(a: &Tensor<D>, rtol: Option<f64>) -> Result<Tensor<D>> {
+    single(&adrules_core::linalg::PinvRule { rtol }, [a.into()])
+}
+
+/// `det(A)` for `A: [batch…, n, n]`, of shape `[batch…, 1, 1]`: the core's
+/// [`DetRule`](adrules_core::linalg::DetRule) (its derivatives at a singular `A` fail in
+/// `backward()` with `Singular`).
+///
+/// # Errors
+/// As the rule, and the routing's.
+pub fn det<const D: usize>(a: &Tensor<D>) -> Result<Tensor<D>> {
+    let mut out = crate::rule::apply(&adrules_core::linalg::DetRule, [a.into()])?;
+    per_matrix(out.remove(0), a)
+}
+
+/// `(sign, log|det(A)|)` for `A: [batch…, n, n]`, each of shape `[batch…, 1, 1]`: the core's
+/// [`SlogdetRule`](adrules_core::linalg::SlogdetRule); the sign carries no gradient (it is
+/// locally constant).
+///
+/// # Errors
+/// As the rule (`Singular` for a singular `A`), and the routing's.
+pub fn slogdet<const D: usize>(a: &Tensor<D>) -> Result<(Tensor<D>, Tensor<D>)> {
+    let mut out = crate::rule::apply(&adrules_core::linalg::SlogdetRule, [a.into()])?;
+    let logabs = per_matrix(out.remove(1), a)?;
+    Ok((per_matrix(out.remove(0), a)?, logabs))
 }

@@ -9,7 +9,10 @@
 //! [`adrules_core::linalg::SvdPullback::pullback`],
 //! [`adrules_core::linalg::QrPullback::pullback`],
 //! [`adrules_core::linalg::EighPullback::pullback`] and
-//! [`adrules_core::linalg::ClusteredEighPullback::pullback`]).
+//! [`adrules_core::linalg::ClusteredEighPullback::pullback`]). Beside them, the dense
+//! operations [`cholesky`], [`solve_triangular`], [`solve`], [`inv`], [`det`],
+//! [`slogdet`], [`matrix_exp`] and [`pinv`], each the core's rule of that name (formulas and sources on
+//! [`adrules_core::linalg::CholeskyRule`] and its siblings) through the same bridge.
 //!
 //! # How
 //! Each decomposition is the core's rule ([`SvdRule`], [`TruncatedSvdRule`], [`QrRule`],
@@ -199,4 +202,101 @@ pub fn eigh_clustered(
         values,
         info,
     })
+}
+
+/// The one output of a one-output `rule` on `inputs`, through the crate's one bridge.
+fn single<R: Rule>(rule: &R, inputs: &[&Tensor]) -> candle_core::Result<Tensor> {
+    let [out] = crate::rule::apply(rule, inputs)?
+        .try_into()
+        .map_err(|v: Vec<Tensor>| {
+            to_candle(Error::Backend {
+                backend: "candle".into(),
+                message: format!("{}: {} outputs for 1", rule.name(), v.len()),
+            })
+        })?;
+    Ok(out)
+}
+
+/// The lower Cholesky factor `L` (or, with `upper`, `U = Lᴴ`) of the symmetric part
+/// `(A + Aᵀ)/2` of `A: [batch…, n, n]` as a differentiable candle tensor: the core's
+/// [`CholeskyRule`](adrules_core::linalg::CholeskyRule) (Murray's pullback; its cotangent
+/// `Ā` is symmetric).
+///
+/// # Errors
+/// As the rule, inside candle's error: `NotPositiveDefinite`, a non-square or non-finite
+/// input.
+pub fn cholesky(a: &Tensor, upper: bool) -> candle_core::Result<Tensor> {
+    single(&adrules_core::linalg::CholeskyRule { upper }, &[a])
+}
+
+/// `X` with `T·X = B` (or `X·T = B`) for the triangle `T` of `A: [batch…, n, n]` that
+/// `rule` chooses, `B` of the same batch: the core's
+/// [`SolveTriangularRule`](adrules_core::linalg::SolveTriangularRule), differentiable in both.
+///
+/// # Errors
+/// As the rule, inside candle's error: `Singular` for a zero pivot, mismatched shapes.
+pub fn solve_triangular(
+    a: &Tensor,
+    b: &Tensor,
+    rule: adrules_core::linalg::SolveTriangularRule,
+) -> candle_core::Result<Tensor> {
+    single(&rule, &[a, b])
+}
+
+/// `X = A⁻¹·B` for `A: [batch…, n, n]` and `B: [batch…, n]` or `[batch…, n, k]`: the core's
+/// [`SolveRule`](adrules_core::linalg::SolveRule), differentiable in both.
+///
+/// # Errors
+/// As the rule, inside candle's error: `Singular` for a zero pivot, mismatched shapes.
+pub fn solve(a: &Tensor, b: &Tensor) -> candle_core::Result<Tensor> {
+    single(&adrules_core::linalg::SolveRule, &[a, b])
+}
+
+/// `A⁻¹` for `A: [batch…, n, n]`: the core's [`InvRule`](adrules_core::linalg::InvRule).
+///
+/// # Errors
+/// As the rule, inside candle's error: `Singular` for a zero pivot.
+pub fn inv(a: &Tensor) -> candle_core::Result<Tensor> {
+    single(&adrules_core::linalg::InvRule, &[a])
+}
+
+/// `det(A): [batch…]` for `A: [batch…, n, n]`: the core's
+/// [`DetRule`](adrules_core::linalg::DetRule) (its derivatives at a singular `A` are a
+/// `Singular` error in `backward()`).
+///
+/// # Errors
+/// As the rule, inside candle's error.
+pub fn det(a: &Tensor) -> candle_core::Result<Tensor> {
+    single(&adrules_core::linalg::DetRule, &[a])
+}
+
+/// `e^A` for `A: [batch…, n, n]`: the core's
+/// [`MatrixExpRule`](adrules_core::linalg::MatrixExpRule) (Padé with scaling and squaring;
+/// the pullback is the adjoint Fréchet derivative).
+///
+/// # Errors
+/// As the rule, inside candle's error.
+pub fn matrix_exp(a: &Tensor) -> candle_core::Result<Tensor> {
+    single(&adrules_core::linalg::MatrixExpRule, &[a])
+}
+
+/// `A⁺: [batch…, n, m]` for `A: [batch…, m, n]`, singular values at most `rtol·s₀` dropped
+/// (`None`: `max(m, n)·ε`): the core's [`PinvRule`](adrules_core::linalg::PinvRule) (Golub &
+/// Pereyra's derivative, where the rank is locally constant).
+///
+/// # Errors
+/// As the rule, inside candle's error.
+pub fn pinv(a: &Tensor, rtol: Option<f64>) -> candle_core::Result<Tensor> {
+    single(&adrules_core::linalg::PinvRule { rtol }, &[a])
+}
+
+/// `(sign, log|det(A)|)`, each `[batch…]`, for `A: [batch…, n, n]`: the core's
+/// [`SlogdetRule`](adrules_core::linalg::SlogdetRule); the sign carries no gradient (a real
+/// `A`'s sign is locally constant).
+///
+/// # Errors
+/// As the rule, inside candle's error: `Singular` for a singular `A`.
+pub fn slogdet(a: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
+    let [sign, logabs] = decompose(&adrules_core::linalg::SlogdetRule, a)?;
+    Ok((sign, logabs))
 }

@@ -99,6 +99,15 @@ pub enum Error {
         /// detail (pivot, rank deficiency, breakdown)
         reason: String,
     },
+    /// A matrix that must be (Hermitian) positive definite is not, numerically: a Cholesky
+    /// factorization met a pivot that is not positive.
+    #[error("`{arg}` is not positive definite: {reason}")]
+    NotPositiveDefinite {
+        /// the argument
+        arg: String,
+        /// detail (the pivot, the matrix of the batch)
+        reason: String,
+    },
     /// A cotangent depends on a gauge of a decomposition: on the phases of complex singular
     /// or eigen vectors (the imaginary part of `diag(Uᴴ·Ū) + diag(Vᴴ·V̄)`, or of
     /// `diag(Vᴴ·V̄)` for `eigh`, is not zero), on the basis chosen inside a degenerate

@@ -11,13 +11,14 @@
 //! bad input.
 
 use adrules_burn::burn_tensor::{DType as BurnDType, Device, Tensor, TensorData};
-use adrules_burn::linalg::{eigh, eigh_clustered, qr, svd, svd_truncated};
+use adrules_burn::linalg::{self, eigh, eigh_clustered, qr, svd, svd_truncated};
 use adrules_burn::{take_backward_errors, try_backward};
 use adrules_core::linalg::{
     ClusterOptions, QrMode, RuleOptions, SvdCotangents, SvdMode, Truncation, qr_frule, svd_rrule,
 };
 use adrules_core::{Backend, DType, Error, HostTensor};
 use adrules_strided::Strided;
+use adrules_testing::conformance::dense::{DenseOp, engine_dense_oracle};
 use adrules_testing::conformance::linalg::clustered_problem;
 use adrules_testing::oracle::{OracleCase, Tolerance, assert_close, load_for};
 
@@ -511,4 +512,66 @@ fn a_factor_used_twice_and_factors_left_unused_reach_the_pullback_once() {
     };
     let want = be.to_host(&pb.pullback(cot).unwrap()).unwrap();
     assert_close(TIGHT, &got, &want, "ā with Ū only");
+}
+
+/// One dense op of an oracle case (`A` of rank `D`) through burn's graph: the gradient of
+/// `Σⱼ ⟨cotangentⱼ, outputⱼ⟩` by `backward()`.
+fn dense_vjp<const D: usize>(
+    op: DenseOp,
+    x: &[HostTensor],
+    cots: &[HostTensor],
+) -> Vec<HostTensor> {
+    let a = up::<D>(&x[0], &autodiff()).require_grad();
+    let loss = match op {
+        DenseOp::Cholesky { upper } => dot(linalg::cholesky(&a, upper).unwrap(), &cots[0]),
+        DenseOp::Det => dot(linalg::det(&a).unwrap(), &cots[0]),
+        DenseOp::Slogdet => {
+            let (sign, logabs) = linalg::slogdet(&a).unwrap();
+            dot(sign, &cots[0]) + dot(logabs, &cots[1])
+        }
+        DenseOp::MatrixExp => dot(linalg::matrix_exp(&a).unwrap(), &cots[0]),
+        DenseOp::Pinv { rtol } => dot(linalg::pinv(&a, rtol).unwrap(), &cots[0]),
+        DenseOp::Solve => unreachable!("solve_vjp"),
+    };
+    vec![grad(&loss, &a, "dense")]
+}
+
+/// [`dense_vjp`] for the solve, `B` of rank `E`.
+fn solve_vjp<const D: usize, const E: usize>(
+    x: &[HostTensor],
+    cots: &[HostTensor],
+) -> Vec<HostTensor> {
+    let a = up::<D>(&x[0], &autodiff()).require_grad();
+    let b = up::<E>(&x[1], &autodiff()).require_grad();
+    let loss = dot(linalg::solve(&a, &b).unwrap(), &cots[0]);
+    let (za, zb) = (down(a.zeros_like().inner()), down(b.zeros_like().inner()));
+    if !loss.is_tracked() {
+        return vec![za, zb];
+    }
+    // one backward for both gradients (burn's graph is consumed by it)
+    let grads = try_backward(&loss).unwrap_or_else(|e| panic!("solve: backward: {e}"));
+    vec![
+        a.grad(&grads).map_or(za, down),
+        b.grad(&grads).map_or(zb, down),
+    ]
+}
+
+#[test]
+fn dense_ops_through_burn_backward_match_the_oracles() {
+    let ran = engine_dense_oracle(&[DType::F32, DType::F64], 4, |op, x, c| {
+        let ranks = (x[0].dims().len(), x.get(1).map(|b| b.dims().len()));
+        Ok(match (op, ranks) {
+            (DenseOp::Solve, (2, Some(1))) => solve_vjp::<2, 1>(x, c),
+            (DenseOp::Solve, (2, Some(2))) => solve_vjp::<2, 2>(x, c),
+            (DenseOp::Solve, (3, Some(2))) => solve_vjp::<3, 2>(x, c),
+            (DenseOp::Solve, (3, Some(3))) => solve_vjp::<3, 3>(x, c),
+            (DenseOp::Solve, (4, Some(3))) => solve_vjp::<4, 3>(x, c),
+            (DenseOp::Solve, (4, Some(4))) => solve_vjp::<4, 4>(x, c),
+            (_, (2, _)) => dense_vjp::<2>(op, x, c),
+            (_, (3, _)) => dense_vjp::<3>(op, x, c),
+            (_, (4, _)) => dense_vjp::<4>(op, x, c),
+            r => panic!("ranks {r:?}"),
+        })
+    });
+    assert!(ran >= 60, "{ran} cases");
 }

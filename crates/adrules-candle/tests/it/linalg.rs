@@ -10,12 +10,13 @@
 //! pullback on the strided backend, and its bad input.
 
 use adrules_candle::candle_core::{Device, Tensor, Var};
-use adrules_candle::linalg::{eigh, eigh_clustered, qr, svd, svd_truncated};
+use adrules_candle::linalg::{self as dense, eigh, eigh_clustered, qr, svd, svd_truncated};
 use adrules_candle::{CandleBackend, adrules_error, try_backward};
 use adrules_core::linalg::{
     ClusterOptions, QrMode, RuleOptions, SvdCotangents, SvdMode, Truncation, qr_frule, svd_rrule,
 };
 use adrules_core::{Backend, DType, Error, HostTensor};
+use adrules_testing::conformance::dense::{DenseOp, engine_dense_oracle};
 use adrules_testing::conformance::linalg::clustered_problem;
 use adrules_testing::oracle::{OracleCase, Tolerance, assert_close, load_for};
 
@@ -475,4 +476,64 @@ fn repeated_and_concurrent_backward_passes_each_get_their_own_gradient() {
             }
         }
     });
+}
+
+/// One dense op of an oracle case through candle's graph: the input gradients of
+/// `Σⱼ ⟨cotangentⱼ, outputⱼ⟩` by `backward()`.
+fn dense_vjp(
+    op: DenseOp,
+    inputs: &[HostTensor],
+    cots: &[HostTensor],
+) -> candle_core::Result<Vec<HostTensor>> {
+    let vars = inputs
+        .iter()
+        .map(|h| Var::from_tensor(&up(h)))
+        .collect::<candle_core::Result<Vec<Var>>>()?;
+    let a = vars[0].as_tensor();
+    let outs = match op {
+        DenseOp::Cholesky { upper } => vec![dense::cholesky(a, upper)?],
+        DenseOp::Det => vec![dense::det(a)?],
+        DenseOp::Slogdet => {
+            let (sign, logabs) = dense::slogdet(a)?;
+            vec![sign, logabs]
+        }
+        DenseOp::Solve => vec![dense::solve(a, vars[1].as_tensor())?],
+        DenseOp::MatrixExp => vec![dense::matrix_exp(a)?],
+        DenseOp::Pinv { rtol } => vec![dense::pinv(a, rtol)?],
+    };
+    let mut terms = outs.iter().zip(cots).map(|(o, c)| (o * up(c))?.sum_all());
+    let first = terms.next().expect("one output")?;
+    let loss = terms.try_fold(first, |s, t| s + t?)?;
+    let grads = try_backward(&loss).map_err(adrules_candle::to_candle)?;
+    Ok(vars
+        .iter()
+        .zip(inputs)
+        .map(|(v, h)| {
+            grads
+                .get(v.as_tensor())
+                .map_or_else(|| HostTensor::zeros(h.dims(), h.dtype()).unwrap(), down)
+        })
+        .collect())
+}
+
+#[test]
+fn dense_ops_through_candle_backward_match_the_oracles() {
+    let ran = engine_dense_oracle(&[DType::F32, DType::F64], usize::MAX, |op, x, c| {
+        dense_vjp(op, x, c).map_err(adrules_candle::from_candle)
+    });
+    assert!(ran >= 60, "{ran} cases");
+}
+
+#[test]
+fn det_backward_at_a_singular_matrix_is_a_typed_error() {
+    let a = Var::from_slice(&[1.0f64, 2.0, 2.0, 4.0], (2, 2), &Device::Cpu).unwrap();
+    let d = dense::det(a.as_tensor()).unwrap();
+    assert_eq!(d.to_scalar::<f64>().unwrap(), 0.0);
+    let e = try_backward(&d).unwrap_err();
+    assert!(matches!(e, Error::Singular { .. }), "{e:?}");
+    let e = dense::inv(a.as_tensor()).unwrap_err();
+    assert!(
+        matches!(adrules_error(&e), Some(Error::Singular { .. })),
+        "{e:?}"
+    );
 }

@@ -254,6 +254,26 @@ pub trait Backend: Clone + Debug {
     fn eigh(&self, a: &Self::Tensor) -> Result<[Self::Tensor; 2]> {
         via_host(self, a, linalg::host_eigh)
     }
+
+    /// The lower Cholesky factor `L` of the Hermitian part `(A + Aᴴ)/2` of
+    /// `a: [batch…, n, n]` (real, positive diagonal; zeros above it). Default: faer on the
+    /// host ([`linalg::host_cholesky`]).
+    ///
+    /// # Errors
+    /// As [`linalg::cholesky`].
+    fn cholesky(&self, a: &Self::Tensor) -> Result<Self::Tensor> {
+        via_host(self, a, |h| linalg::host_cholesky(h).map(|l| [l])).map(|[l]| l)
+    }
+
+    /// LU with partial pivoting `[P, L, U]`, `A = P·L·U`, of `a: [batch…, m, n]` (shapes in
+    /// [`linalg::host_lu`], PyTorch's `linalg.lu`). Default: faer on the host
+    /// ([`linalg::host_lu`]); an override must return a `P` that is a permutation matrix.
+    ///
+    /// # Errors
+    /// As [`linalg::host_lu`].
+    fn lu(&self, a: &Self::Tensor) -> Result<[Self::Tensor; 3]> {
+        via_host(self, a, linalg::host_lu)
+    }
 }
 
 /// The `Backend` trait's default decompositions, on the host.

@@ -78,6 +78,7 @@
 pub(crate) mod batch;
 mod clustered;
 mod common;
+mod dense;
 mod driver;
 mod eigh;
 mod host;
@@ -88,6 +89,11 @@ mod svd;
 pub use clustered::{
     ClusterInfo, ClusterOptions, ClusteredEigh, ClusteredEighPullback, ClusteredEighTangent,
     eigh_clustered, eigh_clustered_frule, eigh_clustered_rrule,
+};
+pub use dense::{
+    CholeskyRule, DetRule, InvRule, MatrixExpRule, PinvRule, SlogdetRule, SolveRule,
+    SolveTriangularRule, cholesky, det, host_cholesky, host_lu, inv, matrix_exp, pinv, slogdet,
+    solve, solve_triangular,
 };
 pub use eigh::{Eigh, EighPullback, eigh, eigh_frule, eigh_rrule};
 pub use host::{QrMode, SvdMode, host_eigh, host_qr, host_svd};

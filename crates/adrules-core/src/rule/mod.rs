@@ -155,6 +155,10 @@ mod split;
 
 use std::fmt::Debug;
 
+pub use crate::linalg::{
+    CholeskyRule, DetRule, InvRule, MatrixExpRule, PinvRule, SlogdetRule, SolveRule,
+    SolveTriangularRule,
+};
 pub use builtin::{
     ClusteredByproduct, ClusteredEighRule, EighRule, PrimitiveCall, QrRule, SvdRule,
     TruncatedSvdRule,

@@ -16,6 +16,7 @@ mod implicit_policy;
 mod implicit_second_order;
 mod implicit_solvers;
 mod linalg_clustered;
+mod linalg_dense;
 mod linalg_normalize;
 mod linalg_oracle;
 mod linalg_rules;

@@ -10,15 +10,24 @@
 //! real only: of a complex matrix it has a phase gauge that a random cotangent of `U`
 //! depends on, which the rule refuses with `GaugeIllDefined`, as the conformance group
 //! `decomposition_rules` checks; the full and complete modes' complement columns are such a
-//! gauge too). [`EighRule`](adrules_core::rule::EighRule) is not here: its input must be
+//! gauge too); and the dense rules ([`CholeskyRule`] lower and upper, [`SolveTriangularRule`]
+//! in its eight variants, [`SolveRule`] with vector and matrix right-hand sides,
+//! [`InvRule`], [`DetRule`], [`SlogdetRule`], [`MatrixExpRule`], [`PinvRule`] of tall and
+//! wide matrices), batched, on well-conditioned inputs (a
+//! positive-definite one for Cholesky). [`EighRule`](adrules_core::rule::EighRule) is not here: its input must be
 //! Hermitian, and `check_rule`'s random perturbations leave that set (`decomposition_rules`
 //! checks eigh's rules on Hermitian inputs).
 
 use adrules_core::linalg::{RuleOptions, Truncation};
 use adrules_core::network::{Network, NetworkPlan, Order};
-use adrules_core::rule::{PrimitiveCall, QrRule, Rule, SvdRule, SyncBackend, TruncatedSvdRule};
+use adrules_core::rule::{
+    CholeskyRule, DetRule, InvRule, MatrixExpRule, PinvRule, PrimitiveCall, QrRule, Rule,
+    SlogdetRule, SolveRule, SolveTriangularRule, SvdRule, SyncBackend, TruncatedSvdRule,
+};
 use adrules_core::rules::{AddOp, ContractOp, Primitive, TraceOp};
-use adrules_core::{Conj, ContractSpec, DType, DynScalar, Permutation, Result, TraceSpec};
+use adrules_core::{
+    Conj, ContractSpec, DType, DynScalar, HostData, HostTensor, Permutation, Result, TraceSpec,
+};
 
 use super::Config;
 use super::case::report;
@@ -48,6 +57,128 @@ fn one<R: Rule, B: SyncBackend>(
         failures.push(format!("{dtype} {} {dims:?}: {e}", rule.name()));
     }
     Ok(())
+}
+
+/// [`check_rule`] on `rule` with the inputs `xs` (host tensors); a failure is pushed to
+/// `failures` with the rule's name and `what`.
+fn with_inputs<R: Rule, B: SyncBackend>(
+    be: &B,
+    rng: &mut Rng,
+    rule: &R,
+    xs: Vec<HostTensor>,
+    what: &str,
+    failures: &mut Vec<String>,
+) -> Result<()> {
+    let xs: Vec<B::Tensor> = xs
+        .into_iter()
+        .map(|h| be.from_host(h))
+        .collect::<Result<_>>()?;
+    let refs: Vec<&B::Tensor> = xs.iter().collect();
+    let config = RuleCheck {
+        seed: rng.below(1 << 30) as u64,
+        ..RuleCheck::default()
+    };
+    if let Err(e) = check_rule(rule, be, &refs, &config) {
+        failures.push(format!("{} {what}: {e}", rule.name()));
+    }
+    Ok(())
+}
+
+/// A random `[batch…, n, n]` matrix plus `shift·I` in each matrix of the batch, and with
+/// `hermitian`, `M·Mᴴ + shift·I` instead (positive definite).
+fn shifted(
+    rng: &mut Rng,
+    batch: &[usize],
+    n: usize,
+    shift: f64,
+    hermitian: bool,
+    dtype: DType,
+) -> Result<HostTensor> {
+    let dims: Vec<usize> = batch.iter().copied().chain([n, n]).collect();
+    let m = rng.tensor(&dims, dtype).data().to_c64_vec();
+    let mut v = m.clone();
+    for (b, block) in v.chunks_mut((n * n).max(1)).enumerate() {
+        let mb = &m[b * n * n..(b + 1) * n * n];
+        for i in 0..n {
+            for j in 0..n {
+                if hermitian {
+                    block[i * n + j] = (0..n).map(|k| mb[i * n + k] * mb[j * n + k].conj()).sum();
+                }
+                if i == j {
+                    block[i * n + j] += shift;
+                }
+            }
+        }
+    }
+    HostTensor::new(&dims, HostData::from_c64_projected(&v, dtype))
+}
+
+/// The dense rules (Cholesky, triangular solves, solve, inverse, det, slogdet) through
+/// [`check_rule`] on well-conditioned inputs of `dtype`, batched.
+fn dense<B: SyncBackend>(
+    be: &B,
+    rng: &mut Rng,
+    dtype: DType,
+    failures: &mut Vec<String>,
+) -> Result<usize> {
+    let mut ran = 0;
+    for upper in [false, true] {
+        let a = shifted(rng, &[2], 4, 4.0, true, dtype)?;
+        with_inputs(
+            be,
+            rng,
+            &CholeskyRule { upper },
+            vec![a],
+            "[2, 4, 4]",
+            failures,
+        )?;
+        ran += 1;
+        for left in [true, false] {
+            for unit_diagonal in [false, true] {
+                let rule = SolveTriangularRule {
+                    upper,
+                    left,
+                    unit_diagonal,
+                };
+                let a = shifted(rng, &[2], 4, 4.0, false, dtype)?;
+                let b = rng.tensor(if left { &[2, 4, 3] } else { &[2, 3, 4] }, dtype);
+                with_inputs(be, rng, &rule, vec![a, b], &format!("{rule:?}"), failures)?;
+                ran += 1;
+            }
+        }
+    }
+    for b_dims in [&[2usize, 4][..], &[2, 4, 3]] {
+        let a = shifted(rng, &[2], 4, 4.0, false, dtype)?;
+        let b = rng.tensor(b_dims, dtype);
+        with_inputs(
+            be,
+            rng,
+            &SolveRule,
+            vec![a, b],
+            &format!("b {b_dims:?}"),
+            failures,
+        )?;
+        ran += 1;
+    }
+    let a = shifted(rng, &[2], 4, 4.0, false, dtype)?;
+    with_inputs(be, rng, &InvRule, vec![a.clone()], "[2, 4, 4]", failures)?;
+    with_inputs(be, rng, &DetRule, vec![a.clone()], "[2, 4, 4]", failures)?;
+    with_inputs(be, rng, &SlogdetRule, vec![a], "[2, 4, 4]", failures)?;
+    // ‖A‖₁ above θ₁₃ for one matrix of the batch: scaling and squaring take part
+    let a = shifted(rng, &[2], 4, 3.0, false, dtype)?;
+    with_inputs(be, rng, &MatrixExpRule, vec![a], "[2, 4, 4]", failures)?;
+    for dims in [[2usize, 4, 3], [2, 3, 4]] {
+        let a = rng.tensor(&dims, dtype);
+        with_inputs(
+            be,
+            rng,
+            &PinvRule::default(),
+            vec![a],
+            &format!("{dims:?}"),
+            failures,
+        )?;
+    }
+    Ok(ran + 6)
 }
 
 /// The primitives, fresh and updating C, with `α = 1.5` and (updating) `β = −0.5`.
@@ -83,6 +214,7 @@ fn primitives() -> Result<Vec<(Primitive, Vec<Vec<usize>>)>> {
 pub fn builtin_rules<B: SyncBackend>(be: &B, cfg: &Config) {
     let mut failures = Vec::new();
     let mut ran = 0;
+    let mut dense_ran = 0;
     let mut rng = Rng::seed(45);
     let mut run = |failures: &mut Vec<String>, r: Result<()>, what: &str| {
         ran += 1;
@@ -130,6 +262,10 @@ pub fn builtin_rules<B: SyncBackend>(be: &B, cfg: &Config) {
                 run(&mut failures, r, "svd_truncated");
             }
         }
+        match dense(be, &mut rng, dtype, &mut failures) {
+            Ok(n) => dense_ran += n,
+            Err(e) => failures.push(format!("{dtype} dense rules: {e}")),
+        }
     }
-    report(ran, failures);
+    report(ran + dense_ran, failures);
 }

@@ -45,13 +45,17 @@
 //! - [`linalg`] — [`decomposition_rules`](linalg::decomposition_rules) (SVD, truncated SVD,
 //!   QR and eigh: reconstruction, agreement with the reference backend, adjoint identity,
 //!   the gauge error);
+//! - [`dense`] — [`dense_oracle`](dense::dense_oracle) (`cholesky.jsonl`, `det.jsonl`,
+//!   `slogdet.jsonl`, `solve.jsonl` replayed through the rules) and
+//!   [`dense_identities`](dense::dense_identities) (`A·inv(A) = I`, `det(A·B) =
+//!   det(A)·det(B)`, `L·Lᴴ = A`, …, and typed errors for bad input);
 //! - [`finite`] — [`finite_output_policy`](finite::finite_output_policy) (`all_finite`, and
 //!   overflows from finite inputs as typed errors naming the output; NaN inputs propagate);
 //! - [`implicit`] — [`fixed_point_rules`](implicit::fixed_point_rules) (a linear fixed point
 //!   as [`NetworkConditions`](adrules_core::implicit::NetworkConditions) on the backend,
 //!   against its closed form).
 //!
-//! The oracle checks read `multi_dot.jsonl` and `einsum.jsonl` from
+//! The oracle checks read their files (`multi_dot.jsonl`, `einsum.jsonl`, …) from
 //! [`oracle_dir`](crate::oracle::oracle_dir), the folder `oracles/` that ships inside this
 //! package: the suite runs the same from this repository and from a git or registry
 //! dependency.
@@ -92,6 +96,7 @@ mod case;
 pub mod add;
 pub mod builtin;
 pub mod contract;
+pub mod dense;
 pub mod einsum;
 pub mod finite;
 pub mod general;
@@ -141,7 +146,8 @@ impl Config {
 /// `implicit_linear_fixed_point`,
 /// `primitive_second_order`, `network_hvp_on_random_networks`, `multi_dot_oracle_hvp`,
 /// `decomposition_rules`, `general_traces_and_adjoints`, `batched_contractions`,
-/// `rules_on_general_patterns`, `finite_output_policy`, `builtin_rules_pass_check_rule`.
+/// `rules_on_general_patterns`, `finite_output_policy`, `dense_oracle`,
+/// `dense_identities_and_errors`, `builtin_rules_pass_check_rule`.
 ///
 /// The backend must be a [`SyncBackend`](adrules_core::rule::SyncBackend) (`Send + Sync`
 /// with `Send + Sync` tensors, as every engine's graph needs).
@@ -234,6 +240,14 @@ macro_rules! conformance_suite {
         #[test]
         fn finite_output_policy() {
             $crate::conformance::finite::finite_output_policy(&$be, &$cfg);
+        }
+        #[test]
+        fn dense_oracle() {
+            $crate::conformance::dense::dense_oracle(&$be, &$cfg);
+        }
+        #[test]
+        fn dense_identities_and_errors() {
+            $crate::conformance::dense::dense_identities(&$be, &$cfg);
         }
         #[test]
         fn builtin_rules_pass_check_rule() {

@@ -1,0 +1,220 @@
+//! Triangular solves `op(T)⁻¹·B` and `B·op(T)⁻¹`, with their pullback and pushforward.
+
+use std::sync::Arc;
+
+use faer::{Mat, MatRef};
+
+use super::{
+    Cotangents, Outputs, WithTangents, adjoint, check_pivots, dense_rule, input_mats, same_dtype,
+    square_dims, tri_solve, triangle,
+};
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::linalg::batch::by_dtype;
+use crate::linalg::common::mm;
+use crate::linalg::driver::{host_mats, per_matrix};
+use crate::rule::{Primal, Rule, SyncBackend};
+use crate::scalar::ImplicitScalar;
+
+/// The triangular solve as a rule: inputs `[A, B]`, output `X` with `T·X = B` (`left`) or
+/// `X·T = B`, where `T` is the `upper` (or lower) triangle of `A: [batch…, n, n]`, with ones
+/// on its diagonal when `unit_diagonal` (the other entries of `A` are not read, and get a zero
+/// cotangent). `B: [batch…, n, k]` (left) or `[batch…, k, n]` (right), the same batch axes as
+/// `A`, the same dtype; `X` has `B`'s shape. As PyTorch's `linalg.solve_triangular` and
+/// JAX's `lax.linalg.triangular_solve`.
+///
+/// **Pushforward**: `Ẋ = T⁻¹·(Ḃ − Ṫ·X)` (left) or `(Ḃ − X·Ṫ)·T⁻¹` (right), `Ṫ` the same
+/// triangle of `Ȧ` (without its diagonal when `unit_diagonal`). **Pullback**: `B̄ = T⁻ᴴ·X̄`
+/// and `Ā = tri(−B̄·Xᴴ)` (left), or `B̄ = X̄·T⁻ᴴ` and `Ā = tri(−Xᴴ·B̄)` (right), `tri` the
+/// projection onto that triangle (Giles, "An extended collection of matrix derivative results
+/// for forward and reverse mode AD" (2008), §2.3.1 with the projection of the structured
+/// input; PyTorch's `linalg_solve_triangular_backward`).
+///
+/// # Errors
+/// [`Error::RankMismatch`], [`Error::ShapeMismatch`] (a non-square `A`, a `B` of another
+/// rank, batch or length), [`Error::DTypeMismatch`] (`B` not of `A`'s dtype),
+/// [`Error::InvalidArgument`] (a non-finite entry), [`Error::Singular`] for a zero diagonal
+/// entry of `T` (not with `unit_diagonal`), [`Error::NonFinite`] for a solution beyond the
+/// dtype's range.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SolveTriangularRule {
+    /// `T` is the upper triangle of `A` (else the lower)
+    pub upper: bool,
+    /// solve `T·X = B` (else `X·T = B`)
+    pub left: bool,
+    /// `T`'s diagonal is taken as ones (not read)
+    pub unit_diagonal: bool,
+}
+
+/// `X` with `T·X = B` (or `X·T = B`) for the triangle `T` of `A` that `rule` chooses (see
+/// [`SolveTriangularRule`]), on the host by faer.
+///
+/// # Errors
+/// As [`SolveTriangularRule`].
+pub fn solve_triangular<B: SyncBackend>(
+    be: &B,
+    a: &B::Tensor,
+    b: &B::Tensor,
+    rule: SolveTriangularRule,
+) -> Result<B::Tensor> {
+    let mut out = crate::rule::primal(&rule, be, &[a, b])?;
+    Ok(out.remove(0))
+}
+
+impl SolveTriangularRule {
+    /// `op(T)⁻¹·R` (left) or `R·op(T)⁻¹` (right), `op` the identity or the adjoint.
+    fn solve<T: ImplicitScalar>(&self, t: MatRef<'_, T>, r: MatRef<'_, T>, adj: bool) -> Mat<T> {
+        if self.left {
+            let mut x = r.to_owned();
+            tri_solve(t, self.upper, self.unit_diagonal, adj, &mut x);
+            x
+        } else {
+            // X·op(T) = R ⇔ op(T)ᴴ·Xᴴ = Rᴴ
+            let mut x_h = adjoint(r);
+            tri_solve(t, self.upper, self.unit_diagonal, !adj, &mut x_h);
+            adjoint(x_h.as_ref())
+        }
+    }
+
+    /// `(batch, n, [rows, cols] of B)`, checked.
+    fn dims(&self, a: &[usize], b: &[usize]) -> Result<(Vec<usize>, usize, [usize; 2])> {
+        let (batch, n) = square_dims(a, "a")?;
+        if b.len() != a.len() {
+            return Err(Error::RankMismatch {
+                arg: "b".into(),
+                expected: a.len(),
+                actual: b.len(),
+            });
+        }
+        let r = b.len();
+        let (rows, cols) = (b[r - 2], b[r - 1]);
+        let want_rows = if self.left { n } else { rows };
+        let want_cols = if self.left { cols } else { n };
+        if b[..r - 2] != batch[..] || rows != want_rows || cols != want_cols {
+            let mut want = batch.clone();
+            want.extend([want_rows, want_cols]);
+            return Err(Error::shape("b", &want, b));
+        }
+        Ok((batch, n, [rows, cols]))
+    }
+}
+
+impl Rule for SolveTriangularRule {
+    dense_rule!("solve_triangular", 2, 1);
+
+    fn check<B: Backend>(&self, be: &B, x: &[&B::Tensor]) -> Result<()> {
+        self.dims(&be.dims(x[0]), &be.dims(x[1]))?;
+        same_dtype(be.dtype(x[0]), be.dtype(x[1]), "b")
+    }
+
+    fn rrule<B: SyncBackend>(&self, be: &B, x: &[&B::Tensor], act: &[bool]) -> Result<Outputs<B>> {
+        by_dtype!(be.dtype(x[0]), rrule_t::<B>(*self, be, x, act))
+    }
+
+    fn frule<B: SyncBackend>(
+        &self,
+        be: &B,
+        x: &[&B::Tensor],
+        dx: &[Option<&B::Tensor>],
+    ) -> Result<WithTangents<B>> {
+        by_dtype!(be.dtype(x[0]), frule_t::<B>(*self, be, x, dx))
+    }
+}
+
+/// The solution on the host (one matrix per entry of the batch), with `T`'s host copies.
+#[allow(clippy::type_complexity)]
+fn forward<B: Backend, T: ImplicitScalar>(
+    rule: SolveTriangularRule,
+    be: &B,
+    x: &[&B::Tensor],
+) -> Result<(Vec<Mat<T>>, Vec<Mat<T>>, Vec<usize>, [usize; 2])> {
+    rule.check(be, x)?;
+    let (batch, _, rc) = rule.dims(&be.dims(x[0]), &be.dims(x[1]))?;
+    let ts = input_mats::<B, T>(be, x[0], "a")?;
+    let bs = input_mats::<B, T>(be, x[1], "b")?;
+    let mut xs = Vec::with_capacity(ts.len());
+    for (i, (t, b)) in ts.iter().zip(&bs).enumerate() {
+        if !rule.unit_diagonal {
+            check_pivots(t.as_ref(), "solve_triangular: A", i)?;
+        }
+        xs.push(rule.solve(t.as_ref(), b.as_ref(), false));
+    }
+    Ok((ts, xs, batch, rc))
+}
+
+fn rrule_t<B: SyncBackend, T: ImplicitScalar>(
+    rule: SolveTriangularRule,
+    be: &B,
+    x: &[&B::Tensor],
+    active: &[bool],
+) -> Result<Outputs<B>> {
+    let (ts, xs, batch, [rows, cols]) = forward::<B, T>(rule, be, x)?;
+    let out = be.from_host(super::super::batch::join("x", &batch, rows, cols, &xs)?)?;
+    let n = ts.first().map_or(0, |t| t.nrows());
+    let a_active = active.first().copied().unwrap_or(true);
+    let kept = Arc::new((ts, xs));
+    let pullback = move |be: &B, _: &Primal<B>, y: &[Option<B::Tensor>]| -> Cotangents<B> {
+        let Some(y) = &y[0] else {
+            return Ok(vec![None, None]);
+        };
+        let (ts, xs) = &*kept;
+        let bars = host_mats::<B, T>(be, y, &batch, [rows, cols], "x_bar")?;
+        let b_bars: Vec<Mat<T>> = (0..ts.len())
+            .map(|i| rule.solve(ts[i].as_ref(), bars[i].as_ref(), true))
+            .collect();
+        let a_bar = if a_active {
+            let h = per_matrix::<T, Mat<T>>(&batch, ("a_bar", n, n), |i| {
+                let (bb, xx) = (b_bars[i].as_ref(), xs[i].as_ref());
+                let g = if rule.left {
+                    mm(bb, xx.adjoint())
+                } else {
+                    mm(xx.adjoint(), bb)
+                };
+                Ok(-triangle(g.as_ref(), rule.upper, rule.unit_diagonal))
+            })?;
+            Some(be.from_host(h)?)
+        } else {
+            None
+        };
+        let b_bar = super::super::batch::join("b_bar", &batch, rows, cols, &b_bars)?;
+        Ok(vec![a_bar, Some(be.from_host(b_bar)?)])
+    };
+    Ok((vec![out], Box::new(pullback)))
+}
+
+fn frule_t<B: SyncBackend, T: ImplicitScalar>(
+    rule: SolveTriangularRule,
+    be: &B,
+    x: &[&B::Tensor],
+    dx: &[Option<&B::Tensor>],
+) -> Result<WithTangents<B>> {
+    let (ts, xs, batch, [rows, cols]) = forward::<B, T>(rule, be, x)?;
+    let out = be.from_host(super::super::batch::join("x", &batch, rows, cols, &xs)?)?;
+    if dx.iter().all(Option::is_none) {
+        return Ok((vec![out], vec![None]));
+    }
+    let n = ts.first().map_or(0, |t| t.nrows());
+    let a_dots = dx[0]
+        .map(|t| host_mats::<B, T>(be, t, &batch, [n, n], "a_dot"))
+        .transpose()?;
+    let b_dots = dx[1]
+        .map(|t| host_mats::<B, T>(be, t, &batch, [rows, cols], "b_dot"))
+        .transpose()?;
+    let h = per_matrix::<T, Mat<T>>(&batch, ("x_dot", rows, cols), |i| {
+        let mut r = match &b_dots {
+            Some(d) => d[i].clone(),
+            None => Mat::zeros(rows, cols),
+        };
+        if let Some(d) = &a_dots {
+            let t_dot = triangle(d[i].as_ref(), rule.upper, rule.unit_diagonal);
+            let xx = xs[i].as_ref();
+            r -= if rule.left {
+                mm(t_dot.as_ref(), xx)
+            } else {
+                mm(xx, t_dot.as_ref())
+            };
+        }
+        Ok(rule.solve(ts[i].as_ref(), r.as_ref(), false))
+    })?;
+    Ok((vec![out], vec![Some(be.from_host(h)?)]))
+}
