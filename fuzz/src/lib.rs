@@ -51,7 +51,11 @@
 //! - **layers**: the engines' layers (`adrules::candle::nn`, `adrules::burn::nn`: the einsum
 //!   layer on the einsum target's calls, the deep-equilibrium layer on random
 //!   configurations) on valid and invalid configurations and inputs: the core's refusals
-//!   (`adrules::layers`), the core's einsum value, a fixed point, finite gradients.
+//!   (`adrules::layers`), the core's einsum value, a fixed point, finite gradients;
+//! - **dense**: the dense linear-algebra rules (`adrules::linalg::{CholeskyRule, …,
+//!   MatrixNormRule}`) on the linalg target's special matrices, small and batched, four
+//!   dtypes, through the core's drivers: a typed error or finite outputs and cotangents,
+//!   non-finite inputs refused, the inputs unchanged.
 //!
 //! Inputs are dealt to the targets by a fixed [`SCHEDULE`] (the cheap targets get more of
 //! them; every target at least 2 of its 64 slots). A failing input is reduced by [`shrink`]: the smallest input of the same target and
@@ -70,6 +74,7 @@ use rayon::prelude::*;
 
 mod adapters;
 mod bridges;
+mod dense;
 mod engines;
 mod implicit;
 mod layers;
@@ -110,14 +115,18 @@ pub enum Target {
     Implicit,
     /// the engines' layers (einsum, deep equilibrium)
     Layers,
+    /// the dense linear-algebra rules (Cholesky, solves, inverse, determinants, LU,
+    /// pseudo-inverse, least squares, matrix exponential, norms) through the core's drivers
+    Dense,
 }
 
 /// Which target input `i` goes to: `SCHEDULE[i % SCHEDULE.len()]` indexes [`Target::ALL`].
-/// Out of 64 inputs: 18 einsum, 10 linalg, 8 sizes, 6 gradient, 2 planner, 2 threads,
-/// 3 candle, 3 burn, 2 dfdx, 2 candle-linalg, 2 burn-linalg, 2 rules, 2 implicit, 2 layers.
+/// Out of 64 inputs: 14 einsum, 10 linalg, 8 sizes, 6 gradient, 2 planner, 2 threads,
+/// 3 candle, 3 burn, 2 dfdx, 2 candle-linalg, 2 burn-linalg, 2 rules, 2 implicit, 2 layers,
+/// 4 dense.
 pub const SCHEDULE: [u8; 64] = {
     let mut s = [0u8; 64];
-    let counts = [18, 10, 8, 6, 2, 2, 3, 3, 2, 2, 2, 2, 2, 2];
+    let counts = [14, 10, 8, 6, 2, 2, 3, 3, 2, 2, 2, 2, 2, 2, 4];
     let mut i = 0;
     let mut t = 0;
     while t < counts.len() {
@@ -142,7 +151,7 @@ pub const SCHEDULE: [u8; 64] = {
 
 impl Target {
     /// Every target, in the order inputs are dealt to them.
-    pub const ALL: [Target; 14] = [
+    pub const ALL: [Target; 15] = [
         Target::Einsum,
         Target::Linalg,
         Target::Sizes,
@@ -157,6 +166,7 @@ impl Target {
         Target::Rules,
         Target::Implicit,
         Target::Layers,
+        Target::Dense,
     ];
 
     /// The target's name, as in reproducer files.
@@ -176,6 +186,7 @@ impl Target {
             Target::Rules => "rules",
             Target::Implicit => "implicit",
             Target::Layers => "layers",
+            Target::Dense => "dense",
         }
     }
 
@@ -201,6 +212,7 @@ impl Target {
             Target::Rules => bridges::rules(seed),
             Target::Implicit => implicit::implicit(seed),
             Target::Layers => layers::layers(seed),
+            Target::Dense => dense::dense(seed),
         }
     }
 
@@ -214,6 +226,7 @@ impl Target {
             Target::Rules => bridges::size(seed),
             Target::Implicit => implicit::size(seed),
             Target::Layers => layers::size(seed),
+            Target::Dense => dense::size(seed),
             _ => {
                 let seed = match self {
                     Target::Dfdx => adapters::dfdx_seed(seed).unwrap_or(seed),

@@ -10,7 +10,8 @@
 //! [`adrules_core::linalg::EighPullback::pullback`] and
 //! [`adrules_core::linalg::ClusteredEighPullback::pullback`]). Beside them, the dense
 //! operations [`cholesky`], [`solve_triangular`], [`solve`], [`inv`], [`det`],
-//! [`slogdet`] (determinants with shape `[batch…, 1, 1]`), [`matrix_exp`] and [`pinv`], each the core's rule of that
+//! [`slogdet`] (determinants and norms with shape `[batch…, 1, 1]`), [`matrix_exp`], [`pinv`],
+//! [`lstsq`], [`lu_factor`] and [`matrix_norm`], each the core's rule of that
 //! name (formulas and sources on [`adrules_core::linalg::CholeskyRule`] and its siblings)
 //! through the same bridge.
 //!
@@ -396,6 +397,45 @@ pub fn matrix_exp<const D: usize>(a: &Tensor<D>) -> Result<Tensor<D>> {
 /// As the rule, and the routing's.
 pub fn pinv<const D: usize>(a: &Tensor<D>, rtol: Option<f64>) -> Result<Tensor<D>> {
     single(&adrules_core::linalg::PinvRule { rtol }, [a.into()])
+}
+
+/// `X = A⁺·B` for `A: [batch…, m, n]` and `B: [batch…, m]` (`E = D − 1`) or
+/// `[batch…, m, k]` (`E = D`), the minimum-norm least-squares solution: the core's
+/// [`LstsqRule`](adrules_core::linalg::LstsqRule), differentiable in both.
+///
+/// # Errors
+/// As the rule, and the routing's.
+pub fn lstsq<const D: usize, const E: usize>(
+    a: &Tensor<D>,
+    b: &Tensor<E>,
+    rtol: Option<f64>,
+) -> Result<Tensor<E>> {
+    single(&adrules_core::linalg::LstsqRule { rtol }, [a.into(), b.into()])
+}
+
+/// The packed LU factors `[batch…, m, n]` and the permutation matrix `P: [batch…, m, m]`
+/// (`A = P·L·U`, partial pivoting) of `A: [batch…, m, n]`: the core's
+/// [`LuFactorRule`](adrules_core::linalg::LuFactorRule); `P` carries no gradient.
+///
+/// # Errors
+/// As the rule, and the routing's.
+pub fn lu_factor<const D: usize>(a: &Tensor<D>) -> Result<(Tensor<D>, Tensor<D>)> {
+    let [lu, p] = decompose(&adrules_core::linalg::LuFactorRule, a)?;
+    Ok((lu, p))
+}
+
+/// `‖A‖` for `A: [batch…, m, n]` (Frobenius, nuclear or spectral), of shape
+/// `[batch…, 1, 1]`: the core's [`MatrixNormRule`](adrules_core::linalg::MatrixNormRule),
+/// with its subgradient conventions.
+///
+/// # Errors
+/// As the rule, and the routing's.
+pub fn matrix_norm<const D: usize>(
+    a: &Tensor<D>,
+    norm: adrules_core::linalg::MatrixNorm,
+) -> Result<Tensor<D>> {
+    let mut out = crate::rule::apply(&adrules_core::linalg::MatrixNormRule { norm }, [a.into()])?;
+    per_matrix(out.remove(0), a)
 }
 
 /// `det(A)` for `A: [batch…, n, n]`, of shape `[batch…, 1, 1]`: the core's

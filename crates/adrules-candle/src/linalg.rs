@@ -11,7 +11,8 @@
 //! [`adrules_core::linalg::EighPullback::pullback`] and
 //! [`adrules_core::linalg::ClusteredEighPullback::pullback`]). Beside them, the dense
 //! operations [`cholesky`], [`solve_triangular`], [`solve`], [`inv`], [`det`],
-//! [`slogdet`], [`matrix_exp`] and [`pinv`], each the core's rule of that name (formulas and sources on
+//! [`slogdet`], [`matrix_exp`], [`pinv`], [`lstsq`], [`lu_factor`] and [`matrix_norm`],
+//! each the core's rule of that name (formulas and sources on
 //! [`adrules_core::linalg::CholeskyRule`] and its siblings) through the same bridge.
 //!
 //! # How
@@ -288,6 +289,37 @@ pub fn matrix_exp(a: &Tensor) -> candle_core::Result<Tensor> {
 /// As the rule, inside candle's error.
 pub fn pinv(a: &Tensor, rtol: Option<f64>) -> candle_core::Result<Tensor> {
     single(&adrules_core::linalg::PinvRule { rtol }, &[a])
+}
+
+/// `X = A⁺·B` for `A: [batch…, m, n]` and `B: [batch…, m]` or `[batch…, m, k]` (the
+/// minimum-norm least-squares solution): the core's
+/// [`LstsqRule`](adrules_core::linalg::LstsqRule), differentiable in both.
+///
+/// # Errors
+/// As the rule, inside candle's error.
+pub fn lstsq(a: &Tensor, b: &Tensor, rtol: Option<f64>) -> candle_core::Result<Tensor> {
+    single(&adrules_core::linalg::LstsqRule { rtol }, &[a, b])
+}
+
+/// The packed LU factors `[batch…, m, n]` and the permutation matrix `P: [batch…, m, m]`
+/// (`A = P·L·U`, partial pivoting) of `A: [batch…, m, n]`: the core's
+/// [`LuFactorRule`](adrules_core::linalg::LuFactorRule); `P` carries no gradient.
+///
+/// # Errors
+/// As the rule, inside candle's error (`Singular` in `backward()` for a zero pivot).
+pub fn lu_factor(a: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
+    let [lu, p] = decompose(&adrules_core::linalg::LuFactorRule, a)?;
+    Ok((lu, p))
+}
+
+/// `‖A‖: [batch…]` for `A: [batch…, m, n]` (Frobenius, nuclear or spectral): the core's
+/// [`MatrixNormRule`](adrules_core::linalg::MatrixNormRule), with its subgradient
+/// conventions.
+///
+/// # Errors
+/// As the rule, inside candle's error.
+pub fn matrix_norm(a: &Tensor, norm: adrules_core::linalg::MatrixNorm) -> candle_core::Result<Tensor> {
+    single(&adrules_core::linalg::MatrixNormRule { norm }, &[a])
 }
 
 /// `(sign, log|det(A)|)`, each `[batch…]`, for `A: [batch…, n, n]`: the core's

@@ -531,6 +531,7 @@ fn dense_vjp<const D: usize>(
         }
         DenseOp::MatrixExp => dot(linalg::matrix_exp(&a).unwrap(), &cots[0]),
         DenseOp::Pinv { rtol } => dot(linalg::pinv(&a, rtol).unwrap(), &cots[0]),
+        DenseOp::LuFactor => dot(linalg::lu_factor(&a).unwrap().0, &cots[0]),
         DenseOp::Solve => unreachable!("solve_vjp"),
     };
     vec![grad(&loss, &a, "dense")]

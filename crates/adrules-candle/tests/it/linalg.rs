@@ -500,6 +500,7 @@ fn dense_vjp(
         DenseOp::Solve => vec![dense::solve(a, vars[1].as_tensor())?],
         DenseOp::MatrixExp => vec![dense::matrix_exp(a)?],
         DenseOp::Pinv { rtol } => vec![dense::pinv(a, rtol)?],
+        DenseOp::LuFactor => vec![dense::lu_factor(a)?.0],
     };
     let mut terms = outs.iter().zip(cots).map(|(o, c)| (o * up(c))?.sum_all());
     let first = terms.next().expect("one output")?;

@@ -91,9 +91,10 @@ pub use clustered::{
     eigh_clustered, eigh_clustered_frule, eigh_clustered_rrule,
 };
 pub use dense::{
-    CholeskyRule, DetRule, InvRule, MatrixExpRule, PinvRule, SlogdetRule, SolveRule,
-    SolveTriangularRule, cholesky, det, host_cholesky, host_lu, inv, matrix_exp, pinv, slogdet,
-    solve, solve_triangular,
+    CholeskyRule, DetRule, InvRule, LstsqRule, LuFactorRule, MatrixExpRule, MatrixNorm,
+    MatrixNormRule, PinvRule, SlogdetRule, SolveRule, SolveTriangularRule, cholesky, det,
+    host_cholesky, host_lu, inv, lstsq, lu_factor, matrix_exp, matrix_norm, pinv, slogdet, solve,
+    solve_triangular,
 };
 pub use eigh::{Eigh, EighPullback, eigh, eigh_frule, eigh_rrule};
 pub use host::{QrMode, SvdMode, host_eigh, host_qr, host_svd};

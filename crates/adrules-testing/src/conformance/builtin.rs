@@ -12,16 +12,17 @@
 //! `decomposition_rules` checks; the full and complete modes' complement columns are such a
 //! gauge too); and the dense rules ([`CholeskyRule`] lower and upper, [`SolveTriangularRule`]
 //! in its eight variants, [`SolveRule`] with vector and matrix right-hand sides,
-//! [`InvRule`], [`DetRule`], [`SlogdetRule`], [`MatrixExpRule`], [`PinvRule`] of tall and
-//! wide matrices), batched, on well-conditioned inputs (a
+//! [`InvRule`], [`DetRule`], [`SlogdetRule`], [`MatrixExpRule`], and of tall and wide
+//! matrices [`PinvRule`], [`LuFactorRule`], [`LstsqRule`], [`MatrixNormRule`]), batched, on well-conditioned inputs (a
 //! positive-definite one for Cholesky). [`EighRule`](adrules_core::rule::EighRule) is not here: its input must be
 //! Hermitian, and `check_rule`'s random perturbations leave that set (`decomposition_rules`
 //! checks eigh's rules on Hermitian inputs).
 
-use adrules_core::linalg::{RuleOptions, Truncation};
+use adrules_core::linalg::{MatrixNorm, RuleOptions, Truncation};
 use adrules_core::network::{Network, NetworkPlan, Order};
 use adrules_core::rule::{
-    CholeskyRule, DetRule, InvRule, MatrixExpRule, PinvRule, PrimitiveCall, QrRule, Rule,
+    CholeskyRule, DetRule, InvRule, LstsqRule, LuFactorRule, MatrixExpRule, MatrixNormRule,
+    PinvRule, PrimitiveCall, QrRule, Rule,
     SlogdetRule, SolveRule, SolveTriangularRule, SvdRule, SyncBackend, TruncatedSvdRule,
 };
 use adrules_core::rules::{AddOp, ContractOp, Primitive, TraceOp};
@@ -177,8 +178,21 @@ fn dense<B: SyncBackend>(
             &format!("{dims:?}"),
             failures,
         )?;
+        let a = rng.tensor(&dims, dtype);
+        with_inputs(be, rng, &LuFactorRule, vec![a], &format!("{dims:?}"), failures)?;
     }
-    Ok(ran + 6)
+    for b_dims in [&[2usize, 4][..], &[2, 4, 2]] {
+        let a = rng.tensor(&[2, 4, 3], dtype);
+        let b = rng.tensor(b_dims, dtype);
+        let what = format!("b {b_dims:?}");
+        with_inputs(be, rng, &LstsqRule::default(), vec![a, b], &what, failures)?;
+    }
+    for norm in [MatrixNorm::Frobenius, MatrixNorm::Nuclear, MatrixNorm::Spectral] {
+        let a = rng.tensor(&[2, 4, 3], dtype);
+        let what = format!("{norm:?}");
+        with_inputs(be, rng, &MatrixNormRule { norm }, vec![a], &what, failures)?;
+    }
+    Ok(ran + 13)
 }
 
 /// The primitives, fresh and updating C, with `α = 1.5` and (updating) `β = −0.5`.

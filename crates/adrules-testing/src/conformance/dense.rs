@@ -1,15 +1,15 @@
 //! The dense linear-algebra rules of `adrules_core::linalg` (Cholesky, triangular solve,
 //! solve, inverse, determinant, slogdet, matrix exponential, pseudo-inverse) on a backend:
 //! the oracle files `cholesky.jsonl`, `det.jsonl`, `slogdet.jsonl`, `solve.jsonl`,
-//! `matrix_exp.jsonl` and `pinv.jsonl` (PyTorch 2.10, cross-checked by finite
+//! `matrix_exp.jsonl`, `pinv.jsonl` and `lu_factor.jsonl` (PyTorch 2.10, cross-checked by finite
 //! differences) replayed through the rule drivers ([`dense_oracle`]: every probe's JVP by
 //! `rule::frule` and VJP by `rule::rrule`), and identities of the primal with typed errors
 //! for bad input ([`dense_identities`]). [`check_rule`](crate::rule::check_rule) runs on each
 //! rule in [`builtin_rules`](super::builtin::builtin_rules).
 
 use adrules_core::linalg::{
-    CholeskyRule, DetRule, InvRule, MatrixExpRule, PinvRule, SlogdetRule, SolveRule,
-    SolveTriangularRule,
+    CholeskyRule, DetRule, InvRule, LuFactorRule, MatrixExpRule, PinvRule, SlogdetRule,
+    SolveRule, SolveTriangularRule,
 };
 use adrules_core::rule::{self, Rule, SyncBackend};
 use adrules_core::{Complex64, DType, Error, HostData, HostTensor, Result};
@@ -21,13 +21,14 @@ use crate::oracle::{OracleCase, assert_close, load_for};
 
 /// The oracle files of the dense rules, replayed by [`dense_oracle`] and
 /// [`engine_dense_oracle`].
-const FILES: [&str; 6] = [
+const FILES: [&str; 7] = [
     "cholesky.jsonl",
     "det.jsonl",
     "slogdet.jsonl",
     "solve.jsonl",
     "matrix_exp.jsonl",
     "pinv.jsonl",
+    "lu_factor.jsonl",
 ];
 
 /// The `rtol` of a `pinv.jsonl` case (`null`: the default).
@@ -80,7 +81,7 @@ pub fn replay_case<R: Rule, B: SyncBackend>(
         let (_, pb) = rule::rrule(rule, be, &refs, &vec![true; refs.len()])?;
         let mut cots = Vec::new();
         for (j, out) in outputs.iter().enumerate() {
-            let (want, cot) = if outputs.len() == 1 {
+            let (want, cot) = if outputs.len() == 1 && !probe.jvps.contains_key(*out) {
                 (&probe.jvp, &probe.cotangent)
             } else {
                 (&probe.jvps[*out], &probe.cotangents[*out])
@@ -97,6 +98,8 @@ pub fn replay_case<R: Rule, B: SyncBackend>(
             }
             cots.push(Some(be.from_host(cot.clone())?));
         }
+        // outputs the file does not name (LU's pivots) get no cotangent
+        cots.resize(rule.num_outputs(), None);
         let bars = pb.pullback(&cots)?;
         for (i, n) in names.iter().enumerate() {
             let got = bars[i].as_ref().map(|t| be.to_host(t)).transpose()?;
@@ -133,7 +136,8 @@ fn plus_adjoint(x: &HostTensor) -> Result<HostTensor> {
 }
 
 /// Every case of `cholesky.jsonl` (lower and upper; the file's function is `cholesky(A + Aᴴ)`),
-/// `det.jsonl`, `slogdet.jsonl`, `solve.jsonl`, `matrix_exp.jsonl` and `pinv.jsonl` whose dtype and rank `cfg` supports, replayed by [`replay_case`] (square,
+/// `det.jsonl`, `slogdet.jsonl`, `solve.jsonl`, `matrix_exp.jsonl`, `pinv.jsonl` and
+/// `lu_factor.jsonl` (the packed factors; square, tall and wide) whose dtype and rank `cfg` supports, replayed by [`replay_case`] (square,
 /// batched and zero-size inputs; vector and matrix right-hand sides).
 ///
 /// # Panics
@@ -164,6 +168,8 @@ pub fn dense_oracle<B: SyncBackend>(be: &B, cfg: &Config) {
                     };
                     replay_case(&rule, be, &case, &["value"], false)
                 }
+                // the pivots (our second output, P) carry no derivative
+                "lu_factor.jsonl" => replay_case(&LuFactorRule, be, &case, &["output_0"], false),
                 _ => replay_case(&SolveRule, be, &case, &["value"], false),
             };
             if let Err(e) = r {
@@ -423,6 +429,8 @@ pub enum DenseOp {
     Solve,
     /// `exp(A)`
     MatrixExp,
+    /// the packed factors of `lu_factor(A)`
+    LuFactor,
     /// `pinv(A)` with the relative cutoff `rtol` (`None`: the default)
     Pinv {
         /// the relative cutoff
@@ -466,6 +474,7 @@ pub fn engine_dense_oracle(
                     false,
                     &["value"],
                 ),
+                "lu_factor.jsonl" => (DenseOp::LuFactor, false, &["output_0"]),
                 _ => (DenseOp::Solve, false, &["value"]),
             };
             let wrap = |h: &HostTensor| {
@@ -483,7 +492,7 @@ pub fn engine_dense_oracle(
                 .expect("inputs");
             let tol = case.first_order_tolerance();
             for probe in &case.probes {
-                let cots: Vec<HostTensor> = if outputs.len() == 1 {
+                let cots: Vec<HostTensor> = if outputs.len() == 1 && !probe.cotangents.contains_key(outputs[0]) {
                     vec![probe.cotangent.clone()]
                 } else {
                     outputs

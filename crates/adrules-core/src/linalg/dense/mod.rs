@@ -2,11 +2,15 @@
 //! ([`solve_triangular`]), and, on an LU factorization with partial pivoting, the solve
 //! ([`solve`]), the inverse ([`inv`]), the determinant ([`det`]) and the sign (phase) and
 //! logarithm of its modulus ([`slogdet`]); the matrix exponential ([`matrix_exp`], scaling
-//! and squaring with Padé) and the pseudo-inverse ([`pinv`], by the SVD). Each is batched over leading axes
+//! and squaring with Padé), the pseudo-inverse ([`pinv`], by the SVD) and least squares
+//! ([`lstsq`]), the packed LU factors ([`lu_factor`]) and the matrix norms ([`matrix_norm`]:
+//! Frobenius, nuclear, spectral). Each is batched over leading axes
 //! (`A: [batch…, n, n]`, the last two axes the matrix, row index first), in `f32`, `f64`,
-//! `Complex32` and `Complex64` (the pseudo-inverse of any `[batch…, m, n]`), and each is a [`Rule`](crate::rule::Rule) value
+//! `Complex32` and `Complex64` (the pseudo-inverse, least squares, LU and norms of any
+//! `[batch…, m, n]`), and each is a [`Rule`](crate::rule::Rule) value
 //! ([`CholeskyRule`], [`SolveTriangularRule`], [`SolveRule`], [`InvRule`], [`DetRule`],
-//! [`SlogdetRule`], [`MatrixExpRule`], [`PinvRule`]) with its pullback (`rrule`) and pushforward (`frule`): call them through
+//! [`SlogdetRule`], [`MatrixExpRule`], [`PinvRule`], [`LstsqRule`], [`LuFactorRule`],
+//! [`MatrixNormRule`]) with its pullback (`rrule`) and pushforward (`frule`): call them through
 //! the rule drivers ([`rule::rrule`](crate::rule::rrule), [`rule::frule`](crate::rule::frule))
 //! or an engine's `apply_rule`.
 //!
@@ -39,13 +43,17 @@
 mod cholesky;
 mod expm;
 mod lu;
+mod lu_factor;
+mod norms;
 mod pinv;
 mod triangular;
 
 pub use cholesky::{CholeskyRule, cholesky, host_cholesky};
 pub use expm::{MatrixExpRule, matrix_exp};
 pub use lu::{DetRule, InvRule, SlogdetRule, SolveRule, det, host_lu, inv, slogdet, solve};
-pub use pinv::{PinvRule, pinv};
+pub use lu_factor::{LuFactorRule, lu_factor};
+pub use norms::{MatrixNorm, MatrixNormRule, matrix_norm};
+pub use pinv::{LstsqRule, PinvRule, lstsq, pinv};
 pub use triangular::{SolveTriangularRule, solve_triangular};
 
 use faer::linalg::triangular_solve::{
