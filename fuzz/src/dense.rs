@@ -73,7 +73,11 @@ pub(crate) fn dense(seed: u64) -> Result<(), Finding> {
     let result = match name {
         "cholesky" => run(&CholeskyRule { upper }, &hosts, &mut rng, &case),
         "solve_triangular" => {
-            let r = SolveTriangularRule { upper, left: true, unit_diagonal: rng.below(2) == 0 };
+            let r = SolveTriangularRule {
+                upper,
+                left: true,
+                unit_diagonal: rng.below(2) == 0,
+            };
             run(&r, &hosts, &mut rng, &case)
         }
         "solve" => run(&SolveRule, &hosts, &mut rng, &case),
@@ -85,7 +89,11 @@ pub(crate) fn dense(seed: u64) -> Result<(), Finding> {
         "lstsq" => run(&LstsqRule::default(), &hosts, &mut rng, &case),
         "matrix_exp" => run(&MatrixExpRule, &hosts, &mut rng, &case),
         _ => {
-            let norm = [MatrixNorm::Frobenius, MatrixNorm::Nuclear, MatrixNorm::Spectral][rng.below(3)];
+            let norm = [
+                MatrixNorm::Frobenius,
+                MatrixNorm::Nuclear,
+                MatrixNorm::Spectral,
+            ][rng.below(3)];
             run(&MatrixNormRule { norm }, &hosts, &mut rng, &case)
         }
     };
@@ -115,22 +123,30 @@ fn run<R: Rule>(rule: &R, hosts: &[HostTensor], rng: &mut Rng, case: &str) -> Re
     unchanged("in the primal")?;
     let (outs, pb) = match outcome {
         Err(_) => return Ok(()),
-        Ok(_) if !input_finite => return Err(wrong(format!("{case}: a non-finite input was accepted"))),
+        Ok(_) if !input_finite => {
+            return Err(wrong(format!("{case}: a non-finite input was accepted")));
+        }
         Ok(x) => x,
     };
     let mut cots = Vec::with_capacity(outs.len());
     for (j, y) in outs.iter().enumerate() {
-        let h = be.to_host(y).map_err(|e| wrong(format!("{case}: to_host: {e}")))?;
+        let h = be
+            .to_host(y)
+            .map_err(|e| wrong(format!("{case}: to_host: {e}")))?;
         if !finite(&h) {
             return Err(wrong(format!("{case}: output {j} is not finite but Ok")));
         }
         let c = rng.tensor(h.dims(), h.dtype());
-        cots.push(Some(be.from_host(c).map_err(|e| wrong(format!("{case}: {e}")))?));
+        cots.push(Some(
+            be.from_host(c).map_err(|e| wrong(format!("{case}: {e}")))?,
+        ));
     }
     if let Ok(bars) = pb.pullback(&cots) {
         for (i, g) in bars.iter().enumerate() {
             let Some(g) = g else { continue };
-            let h = be.to_host(g).map_err(|e| wrong(format!("{case}: to_host: {e}")))?;
+            let h = be
+                .to_host(g)
+                .map_err(|e| wrong(format!("{case}: to_host: {e}")))?;
             if !finite(&h) {
                 return Err(wrong(format!("{case}: cotangent {i} is not finite but Ok")));
             }

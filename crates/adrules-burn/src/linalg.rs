@@ -410,7 +410,10 @@ pub fn lstsq<const D: usize, const E: usize>(
     b: &Tensor<E>,
     rtol: Option<f64>,
 ) -> Result<Tensor<E>> {
-    single(&adrules_core::linalg::LstsqRule { rtol }, [a.into(), b.into()])
+    single(
+        &adrules_core::linalg::LstsqRule { rtol },
+        [a.into(), b.into()],
+    )
 }
 
 /// The packed LU factors `[batch…, m, n]` and the permutation matrix `P: [batch…, m, m]`

@@ -318,7 +318,10 @@ pub fn lu_factor(a: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
 ///
 /// # Errors
 /// As the rule, inside candle's error.
-pub fn matrix_norm(a: &Tensor, norm: adrules_core::linalg::MatrixNorm) -> candle_core::Result<Tensor> {
+pub fn matrix_norm(
+    a: &Tensor,
+    norm: adrules_core::linalg::MatrixNorm,
+) -> candle_core::Result<Tensor> {
     single(&adrules_core::linalg::MatrixNormRule { norm }, &[a])
 }
 

@@ -91,7 +91,7 @@ pub use clustered::{
     eigh_clustered, eigh_clustered_frule, eigh_clustered_rrule,
 };
 pub use dense::{
-    CholeskyRule, DetRule, InvRule, LstsqRule, LuFactorRule, MatrixExpRule, MatrixNorm,
+    CholeskyRule, DetRule, EigRule, InvRule, LstsqRule, LuFactorRule, MatrixExpRule, MatrixNorm,
     MatrixNormRule, PinvRule, SlogdetRule, SolveRule, SolveTriangularRule, cholesky, det,
     host_cholesky, host_lu, inv, lstsq, lu_factor, matrix_exp, matrix_norm, pinv, slogdet, solve,
     solve_triangular,

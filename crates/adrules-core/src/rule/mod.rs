@@ -156,8 +156,8 @@ mod split;
 use std::fmt::Debug;
 
 pub use crate::linalg::{
-    CholeskyRule, DetRule, InvRule, LstsqRule, LuFactorRule, MatrixExpRule, MatrixNormRule,
-    PinvRule, SlogdetRule, SolveRule, SolveTriangularRule,
+    CholeskyRule, DetRule, EigRule, InvRule, LstsqRule, LuFactorRule, MatrixExpRule,
+    MatrixNormRule, PinvRule, SlogdetRule, SolveRule, SolveTriangularRule,
 };
 pub use builtin::{
     ClusteredByproduct, ClusteredEighRule, EighRule, PrimitiveCall, QrRule, SvdRule,

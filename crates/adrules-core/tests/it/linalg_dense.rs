@@ -272,3 +272,42 @@ proptest! {
         prop_assert!(max_dist(&mm(&e, &f, n, n, n), &eye) < tol);
     }
 }
+
+#[test]
+fn eig_satisfies_a_v_equals_v_lambda_and_refuses_a_phase_dependent_loss() {
+    let mut rng = Rng::seed(11);
+    for dtype in DType::ALL {
+        let n = 5;
+        let a = rng.tensor(&[2, n, n], dtype);
+        let out = run(&adrules_core::linalg::EigRule, &[&a]).unwrap();
+        let complex = dtype.complex();
+        assert_eq!((out[0].dtype(), out[1].dtype()), (complex, complex));
+        let (av, lam, v) = (c(&a), c(&out[0]), c(&out[1]));
+        for b in 0..2 {
+            let (ab, vb) = (&av[b * n * n..][..n * n], &v[b * n * n..][..n * n]);
+            let lhs = mm(ab, vb, n, n, n);
+            let rhs: Vec<Complex64> = (0..n * n).map(|p| vb[p] * lam[b * n + p % n]).collect();
+            let tol = if dtype.is_double() { 1e-12 } else { 1e-4 };
+            assert!(
+                max_dist(&lhs, &rhs) < tol * 10.0,
+                "{dtype}: A·V ≠ V·diag(λ)"
+            );
+            for j in 0..n {
+                let norm: f64 = (0..n).map(|i| vb[i * n + j].norm_sqr()).sum::<f64>().sqrt();
+                assert!(
+                    (norm - 1.0).abs() < tol,
+                    "{dtype}: column {j} has norm {norm}"
+                );
+            }
+        }
+        // a random complex cotangent of V depends on the phases of the columns
+        let x = Strided.from_host(a).unwrap();
+        let (_, pb) =
+            rule::rrule(&adrules_core::linalg::EigRule, &Strided, &[&x], &[true]).unwrap();
+        let v_bar = Strided.from_host(rng.tensor(&[2, n, n], complex)).unwrap();
+        match pb.pullback(&[None, Some(v_bar)]) {
+            Err(Error::GaugeIllDefined { arg, .. }) => assert_eq!(arg, "eig"),
+            other => panic!("{dtype}: {other:?}"),
+        }
+    }
+}

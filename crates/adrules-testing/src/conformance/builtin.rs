@@ -22,8 +22,8 @@ use adrules_core::linalg::{MatrixNorm, RuleOptions, Truncation};
 use adrules_core::network::{Network, NetworkPlan, Order};
 use adrules_core::rule::{
     CholeskyRule, DetRule, InvRule, LstsqRule, LuFactorRule, MatrixExpRule, MatrixNormRule,
-    PinvRule, PrimitiveCall, QrRule, Rule,
-    SlogdetRule, SolveRule, SolveTriangularRule, SvdRule, SyncBackend, TruncatedSvdRule,
+    PinvRule, PrimitiveCall, QrRule, Rule, SlogdetRule, SolveRule, SolveTriangularRule, SvdRule,
+    SyncBackend, TruncatedSvdRule,
 };
 use adrules_core::rules::{AddOp, ContractOp, Primitive, TraceOp};
 use adrules_core::{
@@ -179,7 +179,14 @@ fn dense<B: SyncBackend>(
             failures,
         )?;
         let a = rng.tensor(&dims, dtype);
-        with_inputs(be, rng, &LuFactorRule, vec![a], &format!("{dims:?}"), failures)?;
+        with_inputs(
+            be,
+            rng,
+            &LuFactorRule,
+            vec![a],
+            &format!("{dims:?}"),
+            failures,
+        )?;
     }
     for b_dims in [&[2usize, 4][..], &[2, 4, 2]] {
         let a = rng.tensor(&[2, 4, 3], dtype);
@@ -187,7 +194,11 @@ fn dense<B: SyncBackend>(
         let what = format!("b {b_dims:?}");
         with_inputs(be, rng, &LstsqRule::default(), vec![a, b], &what, failures)?;
     }
-    for norm in [MatrixNorm::Frobenius, MatrixNorm::Nuclear, MatrixNorm::Spectral] {
+    for norm in [
+        MatrixNorm::Frobenius,
+        MatrixNorm::Nuclear,
+        MatrixNorm::Spectral,
+    ] {
         let a = rng.tensor(&[2, 4, 3], dtype);
         let what = format!("{norm:?}");
         with_inputs(be, rng, &MatrixNormRule { norm }, vec![a], &what, failures)?;

@@ -1,14 +1,14 @@
 //! The dense linear-algebra rules of `adrules_core::linalg` (Cholesky, triangular solve,
 //! solve, inverse, determinant, slogdet, matrix exponential, pseudo-inverse) on a backend:
 //! the oracle files `cholesky.jsonl`, `det.jsonl`, `slogdet.jsonl`, `solve.jsonl`,
-//! `matrix_exp.jsonl`, `pinv.jsonl` and `lu_factor.jsonl` (PyTorch 2.10, cross-checked by finite
+//! `matrix_exp.jsonl`, `pinv.jsonl`, `lu_factor.jsonl` and `eig_values_vectors_abs.jsonl` (PyTorch 2.10, cross-checked by finite
 //! differences) replayed through the rule drivers ([`dense_oracle`]: every probe's JVP by
 //! `rule::frule` and VJP by `rule::rrule`), and identities of the primal with typed errors
 //! for bad input ([`dense_identities`]). [`check_rule`](crate::rule::check_rule) runs on each
 //! rule in [`builtin_rules`](super::builtin::builtin_rules).
 
 use adrules_core::linalg::{
-    CholeskyRule, DetRule, InvRule, LuFactorRule, MatrixExpRule, PinvRule, SlogdetRule,
+    CholeskyRule, DetRule, EigRule, InvRule, LuFactorRule, MatrixExpRule, PinvRule, SlogdetRule,
     SolveRule, SolveTriangularRule,
 };
 use adrules_core::rule::{self, Rule, SyncBackend};
@@ -177,7 +177,118 @@ pub fn dense_oracle<B: SyncBackend>(be: &B, cfg: &Config) {
             }
         }
     }
+    for case in load_for("eig_values_vectors_abs.jsonl", &cfg.dtypes).expect("the oracle file") {
+        let rank = case.inputs["a"].dims().len();
+        if !cfg.supports(&[case.dtype, case.dtype.complex()], &[rank]) {
+            continue;
+        }
+        ran += 1;
+        if let Err(e) = replay_eig(be, &case) {
+            failures.push(format!("{}: {e}", case.id));
+        }
+    }
     report(ran, failures);
+}
+
+/// A host tensor of `want`'s shape and dtype from complex values.
+fn like(want: &HostTensor, v: &[Complex64]) -> Result<HostTensor> {
+    ht(want.dims(), v, want.dtype())
+}
+
+/// A case of `eig_values_vectors_abs.jsonl` through [`EigRule`]: the file's derivatives are
+/// those of the eigenvalues and of `|V|` (gauge invariant). The order of the eigenvalues is
+/// the implementation's (LAPACK's in the file, faer's here), so each matrix's eigenvalues
+/// are matched to the file's by their tangents (greedily, nearest first) before comparing.
+fn replay_eig<B: SyncBackend>(be: &B, case: &OracleCase) -> Result<()> {
+    let tol = case.first_order_tolerance();
+    let a = &case.inputs["a"];
+    let d = a.dims();
+    let n = d[d.len() - 1];
+    let count: usize = d[..d.len() - 2].iter().product();
+    let x = be.from_host(a.clone())?;
+    for probe in &case.probes {
+        let dir = be.from_host(probe.direction["a"].clone())?;
+        let (outs, tans) = rule::frule(&EigRule, be, &[&x], &[Some(&dir)])?;
+        let v = c64(&be.to_host(&outs[1])?);
+        let host = |t: &Option<B::Tensor>| -> Result<Vec<Complex64>> {
+            match t {
+                Some(t) => Ok(c64(&be.to_host(t)?)),
+                None => Ok(vec![Complex64::new(0.0, 0.0); count * n * n.max(1)]),
+            }
+        };
+        let (l_dot, v_dot) = (host(&tans[0])?, host(&tans[1])?);
+        let (want_l, want_v) = (&probe.jvps["values"], &probe.jvps["vectors"]);
+        let wl = c64(want_l);
+        // perm[b·n + j]: our index of the file's eigenvalue j of matrix b
+        let mut perm = vec![0; count * n];
+        for b in 0..count {
+            let mut used = vec![false; n];
+            for j in 0..n {
+                let i = (0..n)
+                    .filter(|&i| !used[i])
+                    .min_by(|&p, &q| {
+                        let dp = (l_dot[b * n + p] - wl[b * n + j]).norm();
+                        let dq = (l_dot[b * n + q] - wl[b * n + j]).norm();
+                        dp.total_cmp(&dq)
+                    })
+                    .unwrap_or(j);
+                used[i] = true;
+                perm[b * n + j] = i;
+            }
+        }
+        let at = |b: usize, r: usize, j: usize| b * n * n + r * n + perm[b * n + j];
+        let l_al: Vec<Complex64> = (0..count * n).map(|p| l_dot[p / n * n + perm[p]]).collect();
+        let abs_dot: Vec<Complex64> = (0..count * n * n)
+            .map(|p| {
+                let (b, r, j) = (p / (n * n), p / n % n, p % n);
+                let (vv, vd) = (v[at(b, r, j)], v_dot[at(b, r, j)]);
+                Complex64::new((vv.conj() * vd).re / vv.norm(), 0.0)
+            })
+            .collect();
+        let what = format!("{} {}", case.id, probe.id);
+        assert_close(
+            tol,
+            &like(want_l, &l_al)?,
+            want_l,
+            &format!("{what} jvp values"),
+        );
+        assert_close(
+            tol,
+            &like(want_v, &abs_dot)?,
+            want_v,
+            &format!("{what} jvp |V|"),
+        );
+        // the cotangents, in our order: λ̄ and V̄ = W ∘ V/|V|
+        let (cl, cw) = (
+            c64(&probe.cotangents["values"]),
+            c64(&probe.cotangents["vectors"]),
+        );
+        let mut l_bar = vec![Complex64::new(0.0, 0.0); count * n];
+        let mut v_bar = vec![Complex64::new(0.0, 0.0); count * n * n];
+        for b in 0..count {
+            for j in 0..n {
+                l_bar[b * n + perm[b * n + j]] = cl[b * n + j];
+                for r in 0..n {
+                    let vv = v[at(b, r, j)];
+                    v_bar[at(b, r, j)] = vv * (cw[b * n * n + r * n + j].re / vv.norm());
+                }
+            }
+        }
+        let complex = case.dtype.complex();
+        let (_, pb) = rule::rrule(&EigRule, be, &[&x], &[true])?;
+        let l_dims: Vec<usize> = d[..d.len() - 1].to_vec();
+        let cots = [
+            Some(be.from_host(ht(&l_dims, &l_bar, complex)?)?),
+            Some(be.from_host(ht(d, &v_bar, complex)?)?),
+        ];
+        let bars = pb.pullback(&cots)?;
+        let got = match &bars[0] {
+            Some(g) => be.to_host(g)?,
+            None => HostTensor::zeros(d, case.dtype)?,
+        };
+        assert_close(tol, &got, &probe.vjp["a"], &format!("{what} vjp a"));
+    }
+    Ok(())
 }
 
 /// `A·B` of row-major `n × n` matrices (complex).
@@ -492,14 +603,15 @@ pub fn engine_dense_oracle(
                 .expect("inputs");
             let tol = case.first_order_tolerance();
             for probe in &case.probes {
-                let cots: Vec<HostTensor> = if outputs.len() == 1 && !probe.cotangents.contains_key(outputs[0]) {
-                    vec![probe.cotangent.clone()]
-                } else {
-                    outputs
-                        .iter()
-                        .map(|o| probe.cotangents[*o].clone())
-                        .collect()
-                };
+                let cots: Vec<HostTensor> =
+                    if outputs.len() == 1 && !probe.cotangents.contains_key(outputs[0]) {
+                        vec![probe.cotangent.clone()]
+                    } else {
+                        outputs
+                            .iter()
+                            .map(|o| probe.cotangents[*o].clone())
+                            .collect()
+                    };
                 let grads = vjp(op, &inputs, &cots)
                     .unwrap_or_else(|e| panic!("{} {}: {e}", case.id, probe.id));
                 for (g, name) in grads.iter().zip(case.inputs.keys()) {

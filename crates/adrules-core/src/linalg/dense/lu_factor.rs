@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use faer::{Mat, MatRef};
 
-use super::{Cotangents, Outputs, WithTangents, adjoint, check_pivots, dense_rule, input_mats, tri_solve};
+use super::{
+    Cotangents, Outputs, WithTangents, adjoint, check_pivots, dense_rule, input_mats, tri_solve,
+};
 use crate::backend::Backend;
 use crate::error::Result;
 use crate::linalg::batch::{by_dtype, join, matrix_dims, split};
@@ -96,11 +98,18 @@ fn forward<B: Backend, T: ImplicitScalar>(
         let perm = (0..m)
             .map(|i| (0..m).find(|&r| p[(r, i)] != T::zero()).unwrap_or(i))
             .collect();
-        packed.push(Mat::from_fn(m, n, |i, j| if i > j { l[(i, j)] } else { u[(i, j)] }));
+        packed.push(Mat::from_fn(m, n, |i, j| {
+            if i > j { l[(i, j)] } else { u[(i, j)] }
+        }));
         factors.push(Factors { perm, l, u });
     }
     let lu = be.from_host(join("lu", &batch, m, n, &packed)?)?;
-    Ok((vec![lu, be.from_host(ph)?], Arc::new(factors), batch, [m, n]))
+    Ok((
+        vec![lu, be.from_host(ph)?],
+        Arc::new(factors),
+        batch,
+        [m, n],
+    ))
 }
 
 fn rrule_t<B: SyncBackend, T: ImplicitScalar>(be: &B, a: &B::Tensor) -> Result<Outputs<B>> {
@@ -131,7 +140,10 @@ fn frule_t<B: SyncBackend, T: ImplicitScalar>(
     let h = per_matrix::<T, Mat<T>>(&batch, ("lu_dot", m, n), |b| {
         pushforward(&factors[b], dots[b].as_ref(), b)
     })?;
-    let p_dot = be.from_host(crate::host::HostTensor::zeros(&be.dims(&outs[1]), T::DTYPE)?)?;
+    let p_dot = be.from_host(crate::host::HostTensor::zeros(
+        &be.dims(&outs[1]),
+        T::DTYPE,
+    )?)?;
     Ok((outs, vec![Some(be.from_host(h)?), Some(p_dot)]))
 }
 
@@ -143,10 +155,17 @@ fn right_solve_u<T: ImplicitScalar>(u1: MatRef<'_, T>, x: MatRef<'_, T>, adj: bo
 }
 
 /// One matrix: the packed tangent `tril(L̇, −1) + U̇`.
-fn pushforward<T: ImplicitScalar>(f: &Factors<T>, a_dot: MatRef<'_, T>, b: usize) -> Result<Mat<T>> {
+fn pushforward<T: ImplicitScalar>(
+    f: &Factors<T>,
+    a_dot: MatRef<'_, T>,
+    b: usize,
+) -> Result<Mat<T>> {
     let (m, n) = a_dot.shape();
     let k = m.min(n);
-    let (l1, u1) = (f.l.as_ref().submatrix(0, 0, k, k), f.u.as_ref().submatrix(0, 0, k, k));
+    let (l1, u1) = (
+        f.l.as_ref().submatrix(0, 0, k, k),
+        f.u.as_ref().submatrix(0, 0, k, k),
+    );
     check_pivots(u1, "lu_factor: U", b)?;
     let ad = Mat::from_fn(m, n, |i, j| a_dot[(f.perm[i], j)]);
     // F = L₁⁻¹·Ȧ'₁₁·U₁⁻¹
@@ -160,7 +179,11 @@ fn pushforward<T: ImplicitScalar>(f: &Factors<T>, a_dot: MatRef<'_, T>, b: usize
     let mut out = Mat::zeros(m, n);
     for i in 0..k {
         for j in 0..k {
-            out[(i, j)] = if i > j { l1_dot[(i, j)] } else { u1_dot[(i, j)] };
+            out[(i, j)] = if i > j {
+                l1_dot[(i, j)]
+            } else {
+                u1_dot[(i, j)]
+            };
         }
     }
     if n > k {
@@ -175,7 +198,9 @@ fn pushforward<T: ImplicitScalar>(f: &Factors<T>, a_dot: MatRef<'_, T>, b: usize
         let l2 = f.l.as_ref().submatrix(k, 0, m - k, k);
         let r = ad.as_ref().submatrix(k, 0, m - k, k).to_owned() - mm(l2, u1_dot.as_ref());
         let l2_dot = right_solve_u(u1, r.as_ref(), false);
-        out.as_mut().submatrix_mut(k, 0, m - k, k).copy_from(&l2_dot);
+        out.as_mut()
+            .submatrix_mut(k, 0, m - k, k)
+            .copy_from(&l2_dot);
     }
     Ok(out)
 }
@@ -184,7 +209,10 @@ fn pushforward<T: ImplicitScalar>(f: &Factors<T>, a_dot: MatRef<'_, T>, b: usize
 fn pullback<T: ImplicitScalar>(f: &Factors<T>, x_bar: MatRef<'_, T>, b: usize) -> Result<Mat<T>> {
     let (m, n) = x_bar.shape();
     let k = m.min(n);
-    let (l1, u1) = (f.l.as_ref().submatrix(0, 0, k, k), f.u.as_ref().submatrix(0, 0, k, k));
+    let (l1, u1) = (
+        f.l.as_ref().submatrix(0, 0, k, k),
+        f.u.as_ref().submatrix(0, 0, k, k),
+    );
     check_pivots(u1, "lu_factor: U", b)?;
     let mut l_bar = Mat::from_fn(k, k, |i, j| if i > j { x_bar[(i, j)] } else { T::zero() });
     let mut u_bar = Mat::from_fn(k, k, |i, j| if i <= j { x_bar[(i, j)] } else { T::zero() });

@@ -3,14 +3,15 @@
 //! ([`solve`]), the inverse ([`inv`]), the determinant ([`det`]) and the sign (phase) and
 //! logarithm of its modulus ([`slogdet`]); the matrix exponential ([`matrix_exp`], scaling
 //! and squaring with Padé), the pseudo-inverse ([`pinv`], by the SVD) and least squares
-//! ([`lstsq`]), the packed LU factors ([`lu_factor`]) and the matrix norms ([`matrix_norm`]:
-//! Frobenius, nuclear, spectral). Each is batched over leading axes
+//! ([`lstsq`]), the packed LU factors ([`lu_factor`]), the matrix norms ([`matrix_norm`]:
+//! Frobenius, nuclear, spectral) and the eigendecomposition of a general square matrix
+//! ([`EigRule`]: complex eigenvalues and unit eigenvectors). Each is batched over leading axes
 //! (`A: [batch…, n, n]`, the last two axes the matrix, row index first), in `f32`, `f64`,
 //! `Complex32` and `Complex64` (the pseudo-inverse, least squares, LU and norms of any
 //! `[batch…, m, n]`), and each is a [`Rule`](crate::rule::Rule) value
 //! ([`CholeskyRule`], [`SolveTriangularRule`], [`SolveRule`], [`InvRule`], [`DetRule`],
 //! [`SlogdetRule`], [`MatrixExpRule`], [`PinvRule`], [`LstsqRule`], [`LuFactorRule`],
-//! [`MatrixNormRule`]) with its pullback (`rrule`) and pushforward (`frule`): call them through
+//! [`MatrixNormRule`], [`EigRule`]) with its pullback (`rrule`) and pushforward (`frule`): call them through
 //! the rule drivers ([`rule::rrule`](crate::rule::rrule), [`rule::frule`](crate::rule::frule))
 //! or an engine's `apply_rule`.
 //!
@@ -41,6 +42,7 @@
 //! [`Error::NonFinite`]: crate::Error::NonFinite
 
 mod cholesky;
+mod eig;
 mod expm;
 mod lu;
 mod lu_factor;
@@ -49,6 +51,7 @@ mod pinv;
 mod triangular;
 
 pub use cholesky::{CholeskyRule, cholesky, host_cholesky};
+pub use eig::EigRule;
 pub use expm::{MatrixExpRule, matrix_exp};
 pub use lu::{DetRule, InvRule, SlogdetRule, SolveRule, det, host_lu, inv, slogdet, solve};
 pub use lu_factor::{LuFactorRule, lu_factor};

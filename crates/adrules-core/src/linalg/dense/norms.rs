@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use faer::Mat;
 
-use super::{Cotangents, Outputs, WithTangents, arg_scalars, dense_rule, gather_scalars, input_mats};
+use super::{
+    Cotangents, Outputs, WithTangents, arg_scalars, dense_rule, gather_scalars, input_mats,
+};
 use crate::backend::Backend;
 use crate::error::Result;
 use crate::linalg::SvdMode;

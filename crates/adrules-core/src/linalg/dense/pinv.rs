@@ -123,7 +123,11 @@ fn complement<T: ImplicitScalar>(x: MatRef<'_, T>) -> Mat<T> {
 }
 
 /// One matrix: `Ā` for `Ȳ` (the formula of [`PinvRule`]).
-fn pinv_pullback<T: ImplicitScalar>(a: MatRef<'_, T>, p: MatRef<'_, T>, yb: MatRef<'_, T>) -> Mat<T> {
+fn pinv_pullback<T: ImplicitScalar>(
+    a: MatRef<'_, T>,
+    p: MatRef<'_, T>,
+    yb: MatRef<'_, T>,
+) -> Mat<T> {
     let ph = p.adjoint();
     // −A⁺ᴴ·Ȳ·A⁺ᴴ
     let mut g = -mm(mm(ph, yb).as_ref(), ph);
@@ -139,7 +143,11 @@ fn pinv_pullback<T: ImplicitScalar>(a: MatRef<'_, T>, p: MatRef<'_, T>, yb: MatR
 }
 
 /// One matrix: `Ẏ` for `Ȧ` (the formula of [`PinvRule`]).
-fn pinv_pushforward<T: ImplicitScalar>(a: MatRef<'_, T>, p: MatRef<'_, T>, d: MatRef<'_, T>) -> Mat<T> {
+fn pinv_pushforward<T: ImplicitScalar>(
+    a: MatRef<'_, T>,
+    p: MatRef<'_, T>,
+    d: MatRef<'_, T>,
+) -> Mat<T> {
     let ph = p.adjoint();
     // −A⁺·Ȧ·A⁺
     let mut t = -mm(mm(p, d).as_ref(), p);
@@ -165,7 +173,11 @@ fn rrule_t<B: SyncBackend, T: ImplicitScalar>(
         let (mats, pinvs) = &*kept;
         let bars = host_mats::<B, T>(be, y, &batch, [n, m], "pinv_bar")?;
         let h = per_matrix::<T, Mat<T>>(&batch, ("a_bar", m, n), |b| {
-            Ok(pinv_pullback(mats[b].as_ref(), pinvs[b].as_ref(), bars[b].as_ref()))
+            Ok(pinv_pullback(
+                mats[b].as_ref(),
+                pinvs[b].as_ref(),
+                bars[b].as_ref(),
+            ))
         })?;
         Ok(vec![Some(be.from_host(h)?)])
     };
@@ -185,7 +197,11 @@ fn frule_t<B: SyncBackend, T: ImplicitScalar>(
     let (mats, pinvs) = &*kept;
     let dots = host_mats::<B, T>(be, a_dot, &batch, [m, n], "a_dot")?;
     let h = per_matrix::<T, Mat<T>>(&batch, ("pinv_dot", n, m), |b| {
-        Ok(pinv_pushforward(mats[b].as_ref(), pinvs[b].as_ref(), dots[b].as_ref()))
+        Ok(pinv_pushforward(
+            mats[b].as_ref(),
+            pinvs[b].as_ref(),
+            dots[b].as_ref(),
+        ))
     })?;
     Ok((vec![out], vec![Some(be.from_host(h)?)]))
 }
@@ -280,12 +296,24 @@ fn lstsq_forward<B: Backend, T: ImplicitScalar>(
     rule: LstsqRule,
     be: &B,
     x: &[&B::Tensor],
-) -> Result<(B::Tensor, Arc<(Vec<Mat<T>>, Vec<Mat<T>>)>, Vec<Mat<T>>, Vec<Mat<T>>, usize, bool)> {
+) -> Result<(
+    B::Tensor,
+    Arc<(Vec<Mat<T>>, Vec<Mat<T>>)>,
+    Vec<Mat<T>>,
+    Vec<Mat<T>>,
+    usize,
+    bool,
+)> {
     rule.check(be, x)?;
     let (batch, [m, n], k, vector) = LstsqRule::dims(&be.dims(x[0]), &be.dims(x[1]))?;
     let (_, kept, ..) = forward::<B, T>(PinvRule { rtol: rule.rtol }, be, x[0])?;
     let bs = super::arg_mats::<B, T>(be, x[1], &batch, [m, k], vector, "b")?;
-    let xs: Vec<Mat<T>> = kept.1.iter().zip(&bs).map(|(p, b)| mm(p.as_ref(), b.as_ref())).collect();
+    let xs: Vec<Mat<T>> = kept
+        .1
+        .iter()
+        .zip(&bs)
+        .map(|(p, b)| mm(p.as_ref(), b.as_ref()))
+        .collect();
     let mut dims = batch.clone();
     dims.push(n);
     if !vector {
@@ -315,7 +343,11 @@ fn lstsq_rrule_t<B: SyncBackend, T: ImplicitScalar>(
         let a_bar = if a_active {
             let h = per_matrix::<T, Mat<T>>(&batch, ("a_bar", m, n), |i| {
                 let p_bar = mm(bars[i].as_ref(), bs[i].adjoint());
-                Ok(pinv_pullback(mats[i].as_ref(), pinvs[i].as_ref(), p_bar.as_ref()))
+                Ok(pinv_pullback(
+                    mats[i].as_ref(),
+                    pinvs[i].as_ref(),
+                    p_bar.as_ref(),
+                ))
             })?;
             Some(be.from_host(h)?)
         } else {
@@ -324,7 +356,10 @@ fn lstsq_rrule_t<B: SyncBackend, T: ImplicitScalar>(
         let b_bar = per_matrix::<T, Mat<T>>(&batch, ("b_bar", m, k), |i| {
             Ok(mm(pinvs[i].adjoint(), bars[i].as_ref()))
         })?;
-        Ok(vec![a_bar, Some(be.from_host(super::reshaped(b_bar, &b_dims)?)?)])
+        Ok(vec![
+            a_bar,
+            Some(be.from_host(super::reshaped(b_bar, &b_dims)?)?),
+        ])
     };
     Ok((vec![out], Box::new(pullback)))
 }
