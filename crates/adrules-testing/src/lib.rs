@@ -50,6 +50,7 @@ pub mod random;
 pub mod reference;
 pub mod rule;
 pub mod samples;
+pub mod second_order;
 pub mod tolerance;
 pub mod value;
 
@@ -60,6 +61,7 @@ pub use naive::naive_einsum;
 pub use random::Rng;
 pub use reference::ReferenceBackend;
 pub use rule::{RuleCheck, RuleCheckError, RuleReport, check_rule};
+pub use second_order::check_pullback_tangent;
 pub use tolerance::Tolerance;
 pub use value::Value;
 

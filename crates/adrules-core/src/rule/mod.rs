@@ -437,6 +437,30 @@ pub trait Pullback<B: Backend>: Send + Sync {
         primal: &Primal<B>,
         cotangents: &[Option<B::Tensor>],
     ) -> Result<Vec<Option<B::Tensor>>>;
+
+    /// Second order (optional; forward-over-reverse): the input cotangents of
+    /// [`pullback`](Pullback::pullback) with their tangents along the input tangents
+    /// `tangents` (`N`, `None` a zero direction) and the tangents of the output cotangents
+    /// `cotangent_tangents` (`M`, `None`: zero, the cotangents do not move): `(x̄, ẋ̄)`, so
+    /// that `ẋ̄ = H_φ·ẋ` for `φ(x) = Re Σⱼ⟨ȳⱼ, yⱼ(x)⟩` when the cotangents are constants (a
+    /// Hessian-vector product). `None` (the default): the rule has no second order; the
+    /// driver ([`RulePullback::pullback_tangent`]) then returns
+    /// [`Error::Unsupported`](crate::Error::Unsupported).
+    ///
+    /// # Errors
+    /// Whatever the computation returns.
+    #[allow(clippy::type_complexity)]
+    fn pullback_tangent(
+        &self,
+        be: &B,
+        primal: &Primal<B>,
+        cotangents: &[Option<B::Tensor>],
+        tangents: &[Option<B::Tensor>],
+        cotangent_tangents: &[Option<B::Tensor>],
+    ) -> Option<Result<(Vec<Option<B::Tensor>>, Vec<Option<B::Tensor>>)>> {
+        let _ = (be, primal, cotangents, tangents, cotangent_tangents);
+        None
+    }
 }
 
 impl<B, F> Pullback<B> for F

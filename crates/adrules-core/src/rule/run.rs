@@ -347,6 +347,85 @@ impl<B: SyncBackend> RulePullback<B> {
         self.primal.take()
     }
 
+    /// Second order: `(x̄, ẋ̄)`, the input cotangents for `cotangents` and their tangents along
+    /// the input tangents `tangents` (`N`, `None` zero) and the cotangents' tangents
+    /// `cotangent_tangents` (`M`, `None` zero) — with constant cotangents, the
+    /// Hessian-vector product `H_φ·ẋ` of `φ = Re Σⱼ⟨ȳⱼ, yⱼ⟩` (see
+    /// [`Pullback::pullback_tangent`]). Both checked as [`pullback`](Self::pullback)'s
+    /// results are; an inactive input gets `None` in both, an active one whose rule returns
+    /// `None` gets zeros.
+    ///
+    /// # Errors
+    /// As [`pullback`](Self::pullback); [`Error::CountMismatch`] (`"tangents"`,
+    /// `"cotangent tangents"`), [`Error::ShapeMismatch`] / [`Error::DTypeMismatch`] naming
+    /// `"tangent i"` or `"cotangent tangent j"`; [`Error::Unsupported`] when the rule's
+    /// pullback has no second order.
+    #[allow(clippy::type_complexity)]
+    pub fn pullback_tangent(
+        &self,
+        cotangents: &[Option<B::Tensor>],
+        tangents: &[Option<B::Tensor>],
+        cotangent_tangents: &[Option<B::Tensor>],
+    ) -> Result<(Vec<Option<B::Tensor>>, Vec<Option<B::Tensor>>)> {
+        let be = &self.be;
+        let primal = self.primal.as_ref().ok_or_else(|| {
+            Error::invalid("primal", "taken out of the pullback: use `pullback_with`")
+        })?;
+        count("cotangents", self.outputs.len(), cotangents.len())?;
+        count("tangents", self.inputs.len(), tangents.len())?;
+        count(
+            "cotangent tangents",
+            self.outputs.len(),
+            cotangent_tangents.len(),
+        )?;
+        for (j, meta) in self.outputs.iter().enumerate() {
+            if let Some(c) = &cotangents[j] {
+                check_like(be, &format!("cotangent {j}"), c, meta)?;
+            }
+            if let Some(c) = &cotangent_tangents[j] {
+                check_like(be, &format!("cotangent tangent {j}"), c, meta)?;
+            }
+        }
+        for (i, meta) in self.inputs.iter().enumerate() {
+            if let Some(t) = &tangents[i] {
+                check_like(be, &format!("tangent {i}"), t, meta)?;
+            }
+        }
+        let (bar, dot) = self
+            .inner
+            .pullback_tangent(be, primal, cotangents, tangents, cotangent_tangents)
+            .ok_or_else(|| Error::Unsupported {
+                backend: be.name().into(),
+                what: format!("second order (pullback_tangent) of rule `{}`", self.name),
+            })??;
+        if bar.len() != self.inputs.len() || dot.len() != self.inputs.len() {
+            let why = format!(
+                "its pullback_tangent returned {} and {} cotangents for {} inputs",
+                bar.len(),
+                dot.len(),
+                self.inputs.len()
+            );
+            return Err(broken(&self.name, why));
+        }
+        let fix = |xs: Vec<Option<B::Tensor>>, what: &str| -> Result<Vec<Option<B::Tensor>>> {
+            xs.into_iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let m = &self.inputs[i];
+                    match (c, self.active.get(i) == Some(&true)) {
+                        (Some(c), true) => {
+                            let what = format!("its {what} of input {i}");
+                            conform(be, &self.name, &what, c, m).map(Some)
+                        }
+                        (None, true) => be.zeros(&m.dims, m.dtype).map(Some),
+                        _ => Ok(None),
+                    }
+                })
+                .collect()
+        };
+        Ok((fix(bar, "cotangent")?, fix(dot, "cotangent tangent")?))
+    }
+
     /// The cotangents of the inputs for the output cotangents `cotangents` (`M` of them,
     /// `None`: zero), from the inputs and outputs kept by [`rrule`].
     ///

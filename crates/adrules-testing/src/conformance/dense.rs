@@ -291,6 +291,65 @@ fn replay_eig<B: SyncBackend>(be: &B, case: &OracleCase) -> Result<()> {
     Ok(())
 }
 
+/// The second order of the rules on one LU ([`SolveRule`] with vector and matrix right-hand
+/// sides, [`InvRule`], [`DetRule`], [`SlogdetRule`]) by
+/// [`check_pullback_tangent`](crate::check_pullback_tangent) (central differences of the
+/// pullback along random input and cotangent tangents) on well-conditioned batched inputs,
+/// in the double-precision dtypes of `cfg`.
+///
+/// # Panics
+/// On a failed check (the first eight listed); when `cfg` has no double dtype.
+pub fn dense_second_order<B: SyncBackend>(be: &B, cfg: &Config) {
+    let mut ran = 0;
+    let mut failures = Vec::new();
+    let mut rng = Rng::seed(4949);
+    for &dtype in &cfg.dtypes {
+        if !dtype.is_double() || !cfg.supports(&[dtype], &[3]) {
+            continue;
+        }
+        let n = 4;
+        let mut a = c64(&rng.tensor(&[2, n, n], dtype));
+        for b in 0..2 {
+            for i in 0..n {
+                a[b * n * n + i * n + i] += Complex64::new(4.0, 0.0);
+            }
+        }
+        let a = ht(&[2, n, n], &a, dtype).expect("a");
+        let vec_b = rng.tensor(&[2, n], dtype);
+        let mat_b = rng.tensor(&[2, n, 3], dtype);
+        let seed = rng.below(1 << 30) as u64;
+        let cases: [(&str, Result<f64>); 5] = [
+            (
+                "solve, vector b",
+                crate::check_pullback_tangent(&SolveRule, be, &[a.clone(), vec_b], seed),
+            ),
+            (
+                "solve, matrix b",
+                crate::check_pullback_tangent(&SolveRule, be, &[a.clone(), mat_b], seed),
+            ),
+            (
+                "inv",
+                crate::check_pullback_tangent(&InvRule, be, std::slice::from_ref(&a), seed),
+            ),
+            (
+                "det",
+                crate::check_pullback_tangent(&DetRule, be, std::slice::from_ref(&a), seed),
+            ),
+            (
+                "slogdet",
+                crate::check_pullback_tangent(&SlogdetRule, be, std::slice::from_ref(&a), seed),
+            ),
+        ];
+        for (what, r) in cases {
+            ran += 1;
+            if let Err(e) = r {
+                failures.push(format!("{dtype} {what}: {e}"));
+            }
+        }
+    }
+    report(ran, failures);
+}
+
 /// `A·B` of row-major `n × n` matrices (complex).
 fn matmul(a: &[Complex64], b: &[Complex64], n: usize) -> Vec<Complex64> {
     let mut c = vec![Complex64::new(0.0, 0.0); n * n];

@@ -48,7 +48,9 @@
 //! - [`dense`] — [`dense_oracle`](dense::dense_oracle) (`cholesky.jsonl`, `det.jsonl`,
 //!   `slogdet.jsonl`, `solve.jsonl` replayed through the rules) and
 //!   [`dense_identities`](dense::dense_identities) (`A·inv(A) = I`, `det(A·B) =
-//!   det(A)·det(B)`, `L·Lᴴ = A`, …, and typed errors for bad input);
+//!   det(A)·det(B)`, `L·Lᴴ = A`, …, and typed errors for bad input) and
+//!   [`dense_second_order`](dense::dense_second_order) (the second order of solve, inv, det
+//!   and slogdet against finite differences of their pullbacks);
 //! - [`finite`] — [`finite_output_policy`](finite::finite_output_policy) (`all_finite`, and
 //!   overflows from finite inputs as typed errors naming the output; NaN inputs propagate);
 //! - [`implicit`] — [`fixed_point_rules`](implicit::fixed_point_rules) (a linear fixed point
@@ -146,7 +148,7 @@ impl Config {
 /// `implicit_linear_fixed_point`,
 /// `primitive_second_order`, `network_hvp_on_random_networks`, `multi_dot_oracle_hvp`,
 /// `decomposition_rules`, `general_traces_and_adjoints`, `batched_contractions`,
-/// `rules_on_general_patterns`, `finite_output_policy`, `dense_oracle`,
+/// `rules_on_general_patterns`, `finite_output_policy`, `dense_oracle`, `dense_second_order`,
 /// `dense_identities_and_errors`, `builtin_rules_pass_check_rule`.
 ///
 /// The backend must be a [`SyncBackend`](adrules_core::rule::SyncBackend) (`Send + Sync`
@@ -244,6 +246,10 @@ macro_rules! conformance_suite {
         #[test]
         fn dense_oracle() {
             $crate::conformance::dense::dense_oracle(&$be, &$cfg);
+        }
+        #[test]
+        fn dense_second_order() {
+            $crate::conformance::dense::dense_second_order(&$be, &$cfg);
         }
         #[test]
         fn dense_identities_and_errors() {

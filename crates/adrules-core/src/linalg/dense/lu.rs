@@ -2,21 +2,20 @@
 //! determinant and the sign (phase) with the log-modulus of the determinant, with their
 //! pullbacks and pushforwards.
 
-use std::sync::Arc;
-
 use faer::{Mat, MatRef};
 
+use super::lu_second::{DetPullback, InvPullback, SolvePullback};
 use super::{
-    Cotangents, Outputs, WithTangents, arg_mats, arg_scalars, check_pivots, dense_rule,
-    gather_scalars, input_mats, reshaped, same_dtype, square_dims, tri_solve,
+    Outputs, WithTangents, arg_mats, check_pivots, dense_rule, gather_scalars, input_mats,
+    reshaped, same_dtype, square_dims, tri_solve,
 };
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::host::HostTensor;
 use crate::linalg::batch::{by_dtype, join, matrix_dims, split};
-use crate::linalg::common::{abs, cj, cplx, im, mm, re, real};
+use crate::linalg::common::{abs, cplx, im, mm, re, real};
 use crate::linalg::driver::{host_mats, per_matrix};
-use crate::rule::{Primal, Rule, SyncBackend};
+use crate::rule::{Rule, SyncBackend};
 use crate::scalar::ImplicitScalar;
 
 /// `[P, L, U]` with `A = P·L·U` for `A: [batch…, m, n]`, `k = min(m, n)`: `P: [batch…, m, m]`
@@ -53,7 +52,7 @@ fn host_lu_t<T: ImplicitScalar>(a: &HostTensor) -> Result<[HostTensor; 3]> {
 pub(crate) struct Lu<T> {
     perm: Vec<usize>,
     l: Mat<T>,
-    u: Mat<T>,
+    pub(super) u: Mat<T>,
     /// the sign of the permutation, ±1
     sign: f64,
 }
@@ -102,7 +101,7 @@ impl<T: ImplicitScalar> Lu<T> {
     }
 
     /// `A⁻¹·R`.
-    fn solve(&self, r: MatRef<'_, T>) -> Mat<T> {
+    pub(super) fn solve(&self, r: MatRef<'_, T>) -> Mat<T> {
         let mut y = Mat::from_fn(self.n(), r.ncols(), |i, j| r[(self.perm[i], j)]);
         tri_solve(self.l.as_ref(), false, true, false, &mut y);
         tri_solve(self.u.as_ref(), true, false, false, &mut y);
@@ -110,7 +109,7 @@ impl<T: ImplicitScalar> Lu<T> {
     }
 
     /// `A⁻ᴴ·R`: `Uᴴ·Lᴴ·(Pᵀ·X) = R`.
-    fn solve_adjoint(&self, r: MatRef<'_, T>) -> Mat<T> {
+    pub(super) fn solve_adjoint(&self, r: MatRef<'_, T>) -> Mat<T> {
         let mut v = r.to_owned();
         tri_solve(self.u.as_ref(), true, false, true, &mut v);
         tri_solve(self.l.as_ref(), false, true, true, &mut v);
@@ -123,7 +122,7 @@ impl<T: ImplicitScalar> Lu<T> {
         x
     }
 
-    fn inverse(&self) -> Mat<T> {
+    pub(super) fn inverse(&self) -> Mat<T> {
         self.solve(Mat::<T>::identity(self.n(), self.n()).as_ref())
     }
 
@@ -137,7 +136,7 @@ impl<T: ImplicitScalar> Lu<T> {
     }
 
     /// `tr(A⁻¹·Ȧ)`.
-    fn trace_solve(&self, a_dot: MatRef<'_, T>) -> T {
+    pub(super) fn trace_solve(&self, a_dot: MatRef<'_, T>) -> T {
         let z = self.solve(a_dot);
         (0..self.n()).fold(T::zero(), |s, i| s + z[(i, i)])
     }
@@ -218,6 +217,10 @@ pub fn slogdet<B: SyncBackend>(be: &B, a: &B::Tensor) -> Result<[B::Tensor; 2]> 
 ///
 /// **Pushforward**: `Ẋ = A⁻¹·(Ḃ − Ȧ·X)`. **Pullback**: `B̄ = A⁻ᴴ·X̄`, `Ā = −B̄·Xᴴ` (Giles
 /// 2008, §2.3.1; PyTorch's `linalg_solve_backward`); both reuse the LU.
+///
+/// **Second order**: its pullback has
+/// [`pullback_tangent`](crate::rule::Pullback::pullback_tangent) (forward-over-reverse, the
+/// product rule on the pullback; [`crate::rule::RulePullback::pullback_tangent`]).
 ///
 /// # Errors
 /// [`Error::RankMismatch`], [`Error::ShapeMismatch`] (a non-square `A`, a `B` of another
@@ -305,29 +308,15 @@ fn solve_rrule_t<B: SyncBackend, T: ImplicitScalar>(
     let (out, lus, xs, batch, k, vector) = solve_forward::<B, T>(be, x)?;
     let (a_dims, b_dims) = (be.dims(x[0]), be.dims(x[1]));
     let n = a_dims[a_dims.len() - 1];
-    let a_active = active.first().copied().unwrap_or(true);
-    let kept = Arc::new((lus, xs));
-    let pullback = move |be: &B, _: &Primal<B>, y: &[Option<B::Tensor>]| -> Cotangents<B> {
-        let Some(y) = &y[0] else {
-            return Ok(vec![None, None]);
-        };
-        let (lus, xs) = &*kept;
-        let bars = arg_mats::<B, T>(be, y, &batch, [n, k], vector, "x_bar")?;
-        let b_bars: Vec<Mat<T>> = lus
-            .iter()
-            .zip(&bars)
-            .map(|(lu, xb)| lu.solve_adjoint(xb.as_ref()))
-            .collect();
-        let a_bar = if a_active {
-            let h = per_matrix::<T, Mat<T>>(&batch, ("a_bar", n, n), |i| {
-                Ok(-mm(b_bars[i].as_ref(), xs[i].adjoint()))
-            })?;
-            Some(be.from_host(h)?)
-        } else {
-            None
-        };
-        let b_bar = reshaped(join("b_bar", &batch, n, k, &b_bars)?, &b_dims)?;
-        Ok(vec![a_bar, Some(be.from_host(b_bar)?)])
+    let pullback = SolvePullback {
+        lus,
+        xs,
+        batch,
+        n,
+        k,
+        vector,
+        b_dims: b_dims.to_vec(),
+        a_active: active.first().copied().unwrap_or(true),
     };
     Ok((vec![out], Box::new(pullback)))
 }
@@ -370,6 +359,10 @@ fn solve_frule_t<B: SyncBackend, T: ImplicitScalar>(
 /// **Pushforward**: `Ẏ = −Y·Ȧ·Y`. **Pullback**: `Ā = −Yᴴ·Ȳ·Yᴴ` (Giles 2008, §2.2.3;
 /// PyTorch's `linalg_inv` derivative).
 ///
+/// **Second order**: its pullback has
+/// [`pullback_tangent`](crate::rule::Pullback::pullback_tangent) (forward-over-reverse, the
+/// product rule on the pullback; [`crate::rule::RulePullback::pullback_tangent`]).
+///
 /// # Errors
 /// [`Error::RankMismatch`], [`Error::ShapeMismatch`] (non-square), [`Error::InvalidArgument`]
 /// (a non-finite entry), [`Error::Singular`] for a zero pivot, [`Error::NonFinite`] for an
@@ -410,18 +403,7 @@ fn inv_forward<B: Backend, T: ImplicitScalar>(
 
 fn inv_rrule_t<B: SyncBackend, T: ImplicitScalar>(be: &B, a: &B::Tensor) -> Result<Outputs<B>> {
     let (out, ys, batch, n) = inv_forward::<B, T>(be, a)?;
-    let ys = Arc::new(ys);
-    let pullback = move |be: &B, _: &Primal<B>, y: &[Option<B::Tensor>]| -> Cotangents<B> {
-        let Some(y) = &y[0] else {
-            return Ok(vec![None]);
-        };
-        let bars = host_mats::<B, T>(be, y, &batch, [n, n], "y_bar")?;
-        let h = per_matrix::<T, Mat<T>>(&batch, ("a_bar", n, n), |i| {
-            let yh = ys[i].adjoint();
-            Ok(-mm(mm(yh, bars[i].as_ref()).as_ref(), yh))
-        })?;
-        Ok(vec![Some(be.from_host(h)?)])
-    };
+    let pullback = InvPullback { ys, batch, n };
     Ok((vec![out], Box::new(pullback)))
 }
 
@@ -449,6 +431,10 @@ fn inv_frule_t<B: SyncBackend, T: ImplicitScalar>(
 /// `Ā = d̄·conj(d)·A⁻ᴴ` (Giles 2008, §2.2.4; PyTorch's `linalg_det_backward` for an
 /// invertible `A`). The derivatives at a singular `A` (`d = 0`, the adjugate) are not
 /// implemented: [`Error::Singular`] there.
+///
+/// **Second order**: its pullback has
+/// [`pullback_tangent`](crate::rule::Pullback::pullback_tangent) (forward-over-reverse, the
+/// product rule on the pullback; [`crate::rule::RulePullback::pullback_tangent`]).
 ///
 /// # Errors
 /// [`Error::RankMismatch`], [`Error::ShapeMismatch`] (non-square), [`Error::InvalidArgument`]
@@ -485,7 +471,11 @@ impl Rule for DetRule {
 ///
 /// **Pushforward**: with `t = tr(A⁻¹·Ȧ)`, `l̇ = Re t` and `ṡ = i·Im(t)·s` (zero for a real
 /// `A`). **Pullback**: `Ā = conj(c)·A⁻ᴴ` with `c = l̄ + i·Im(conj(s̄)·s)` (`c = l̄` for a real
-/// `A`, whose sign is locally constant). Derivation in [`crate::math`], "Determinants".
+/// `A`, whose sign is locally constant). Derivation in [`crate::math`], "Dense linear algebra".
+///
+/// **Second order**: its pullback has
+/// [`pullback_tangent`](crate::rule::Pullback::pullback_tangent) (forward-over-reverse, the
+/// product rule on the pullback; [`crate::rule::RulePullback::pullback_tangent`]).
 ///
 /// # Errors
 /// As [`DetRule`]; [`Error::Singular`] already from the primal for a singular `A`
@@ -551,52 +541,18 @@ fn det_forward<B: Backend, T: ImplicitScalar>(
     Ok((outs, lus, ds, batch, n))
 }
 
-/// `A⁻¹` of matrix `b`, or [`Error::Singular`] naming `what`.
-fn nonsingular_inverse<T: ImplicitScalar>(lu: &Lu<T>, what: &str, b: usize) -> Result<Mat<T>> {
-    check_pivots(lu.u.as_ref(), what, b)?;
-    Ok(lu.inverse())
-}
-
 fn det_rrule_t<B: SyncBackend, T: ImplicitScalar>(
     be: &B,
     a: &B::Tensor,
     log: bool,
 ) -> Result<Outputs<B>> {
     let (outs, lus, ds, batch, n) = det_forward::<B, T>(be, a, log)?;
-    let kept = Arc::new((lus, ds));
-    let what = if log { "slogdet: A" } else { "det: A" };
-    let pullback = move |be: &B, _: &Primal<B>, y: &[Option<B::Tensor>]| -> Cotangents<B> {
-        let (lus, ds) = &*kept;
-        // c per matrix: Ā = conj(c)·A⁻ᴴ
-        let mut cs = vec![T::zero(); lus.len()];
-        if log {
-            if let Some(l_bar) = &y[1] {
-                let l_bar =
-                    arg_scalars::<B, T>(be, l_bar, &batch, T::DTYPE.real(), "logabsdet_bar")?;
-                for (c, lb) in cs.iter_mut().zip(l_bar) {
-                    *c += lb;
-                }
-            }
-            if let (Some(s_bar), true) = (&y[0], T::DTYPE.is_complex()) {
-                let s_bar = arg_scalars::<B, T>(be, s_bar, &batch, T::DTYPE, "sign_bar")?;
-                for ((c, sb), d) in cs.iter_mut().zip(s_bar).zip(ds) {
-                    let s = *d * real::<T>(1.0 / abs(*d));
-                    *c += cplx::<T>(0.0, im(cj(sb) * s));
-                }
-            }
-        } else if let Some(d_bar) = &y[0] {
-            let d_bar = arg_scalars::<B, T>(be, d_bar, &batch, T::DTYPE, "det_bar")?;
-            for ((c, db), d) in cs.iter_mut().zip(d_bar).zip(ds) {
-                // Ā = d̄·conj(d)·A⁻ᴴ = conj(conj(d̄)·d)·A⁻ᴴ
-                *c = cj(db) * *d;
-            }
-        }
-        let h = per_matrix::<T, Mat<T>>(&batch, ("a_bar", n, n), |i| {
-            let inv = nonsingular_inverse(&lus[i], what, i)?;
-            let c = cj(cs[i]);
-            Ok(Mat::from_fn(n, n, |r, s| c * cj(inv[(s, r)])))
-        })?;
-        Ok(vec![Some(be.from_host(h)?)])
+    let pullback = DetPullback {
+        lus,
+        ds,
+        batch,
+        n,
+        log,
     };
     Ok((outs, Box::new(pullback)))
 }

@@ -15,6 +15,11 @@
 //! the rule drivers ([`rule::rrule`](crate::rule::rrule), [`rule::frule`](crate::rule::frule))
 //! or an engine's `apply_rule`.
 //!
+//! The rules on one LU (solve, inverse, determinant, slogdet) have a second order: their
+//! pullbacks implement [`Pullback::pullback_tangent`](crate::rule::Pullback::pullback_tangent)
+//! (Hessian-vector products through [`RulePullback::pullback_tangent`](crate::rule::RulePullback::pullback_tangent)).
+//! The others are first order.
+//!
 //! # Where it runs
 //! The factorizations are [`Backend`](crate::Backend) methods ([`Backend::cholesky`],
 //! [`Backend::lu`]) whose defaults copy the matrix to the host and call faer
@@ -46,6 +51,7 @@ mod eig;
 mod expm;
 mod lu;
 mod lu_factor;
+mod lu_second;
 mod norms;
 mod pinv;
 mod triangular;
