@@ -292,7 +292,8 @@ fn replay_eig<B: SyncBackend>(be: &B, case: &OracleCase) -> Result<()> {
 }
 
 /// The second order of the rules on one LU ([`SolveRule`] with vector and matrix right-hand
-/// sides, [`InvRule`], [`DetRule`], [`SlogdetRule`]) by
+/// sides, [`InvRule`], [`DetRule`], [`SlogdetRule`]), of [`CholeskyRule`] (lower and upper)
+/// and of [`SolveTriangularRule`] (left and right, unit diagonal) by
 /// [`check_pullback_tangent`](crate::check_pullback_tangent) (central differences of the
 /// pullback along random input and cotangent tangents) on well-conditioned batched inputs,
 /// in the double-precision dtypes of `cfg`.
@@ -340,6 +341,37 @@ pub fn dense_second_order<B: SyncBackend>(be: &B, cfg: &Config) {
                 crate::check_pullback_tangent(&SlogdetRule, be, std::slice::from_ref(&a), seed),
             ),
         ];
+        let mut cases: Vec<(String, Result<f64>)> =
+            cases.into_iter().map(|(w, r)| (w.to_string(), r)).collect();
+        // Cholesky of A·Aᴴ (positive definite), and the triangular solves
+        let av = c64(&a);
+        let mut spd = vec![Complex64::new(0.0, 0.0); 2 * n * n];
+        for b in 0..2 {
+            for i in 0..n {
+                for j in 0..n {
+                    spd[b * n * n + i * n + j] = (0..n)
+                        .map(|k| av[b * n * n + i * n + k] * av[b * n * n + j * n + k].conj())
+                        .sum();
+                }
+            }
+        }
+        let spd = ht(&[2, n, n], &spd, dtype).expect("spd");
+        for upper in [false, true] {
+            let rule = CholeskyRule { upper };
+            let r = crate::check_pullback_tangent(&rule, be, std::slice::from_ref(&spd), seed);
+            cases.push((format!("{rule:?}"), r));
+            for (left, unit_diagonal) in [(true, false), (false, false), (true, true)] {
+                let rule = SolveTriangularRule {
+                    upper,
+                    left,
+                    unit_diagonal,
+                };
+                let dims = if left { [2, n, 3] } else { [2, 3, n] };
+                let b = rng.tensor(&dims, dtype);
+                let r = crate::check_pullback_tangent(&rule, be, &[a.clone(), b], seed);
+                cases.push((format!("{rule:?}"), r));
+            }
+        }
         for (what, r) in cases {
             ran += 1;
             if let Err(e) = r {

@@ -1,7 +1,5 @@
 //! The Cholesky factor of the Hermitian part of `A`, with its pullback and pushforward.
 
-use std::sync::Arc;
-
 use faer::{Mat, MatRef, Side};
 
 use super::{
@@ -12,7 +10,7 @@ use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::host::HostTensor;
 use crate::linalg::batch::{by_dtype, split};
-use crate::linalg::common::{mm, re, real};
+use crate::linalg::common::{cj, mm, re, real};
 use crate::linalg::driver::{host_mats, per_matrix};
 use crate::rule::{Primal, Rule, SyncBackend};
 use crate::scalar::ImplicitScalar;
@@ -79,7 +77,8 @@ fn factor<T: ImplicitScalar>(a: MatRef<'_, T>, b: usize) -> Result<Mat<T>> {
 ///
 /// **Pushforward**: `Ṡ = herm(Ȧ)`, `X = L⁻¹·Ṡ·L⁻ᴴ`, `L̇ = L·Φ(X)` with
 /// `Φ(X) = tril(X, −1) + ½·diag(X)` (PyTorch's `cholesky_jvp`); `U̇ = L̇ᴴ`. Derivation in
-/// [`crate::math`], "Cholesky".
+/// [`crate::math`], "Dense linear algebra". **Second order**: its pullback has
+/// [`pullback_tangent`](crate::rule::Pullback::pullback_tangent).
 ///
 /// # Errors
 /// As [`cholesky`]; shapes and dtypes of the cotangent and the tangent.
@@ -137,22 +136,11 @@ fn rrule_t<B: SyncBackend, T: ImplicitScalar>(
     a: &B::Tensor,
 ) -> Result<Outputs<B>> {
     let (out, ls, batch, n) = factors::<B, T>(be, a, upper)?;
-    let ls = Arc::new(ls);
-    let pullback = move |be: &B, _: &Primal<B>, y: &[Option<B::Tensor>]| -> Cotangents<B> {
-        let Some(y) = &y[0] else {
-            return Ok(vec![None]);
-        };
-        let name = if upper { "u_bar" } else { "l_bar" };
-        let bars = host_mats::<B, T>(be, y, &batch, [n, n], name)?;
-        let h = per_matrix::<T, Mat<T>>(&batch, ("a_bar", n, n), |b| {
-            let l_bar = if upper {
-                adjoint(bars[b].as_ref())
-            } else {
-                bars[b].clone()
-            };
-            Ok(pullback(ls[b].as_ref(), l_bar.as_ref()))
-        })?;
-        Ok(vec![Some(be.from_host(h)?)])
+    let pullback = CholeskyPullback {
+        upper,
+        ls,
+        batch,
+        n,
     };
     Ok((vec![out], Box::new(pullback)))
 }
@@ -178,6 +166,123 @@ fn frule_t<B: SyncBackend, T: ImplicitScalar>(
         })
     })?;
     Ok((vec![out], vec![Some(be.from_host(h)?)]))
+}
+
+/// The pullback of [`CholeskyRule`], with its second order: the product rule on
+/// `Ā = L⁻ᴴ·H·L⁻¹`, `H = herm(Φ*(Lᴴ·L̄))`: `Ḣ = herm(Φ*(L̇ᴴ·L̄ + Lᴴ·L̄̇))` and
+/// `Ā̇ = herm(L⁻ᴴ·Ḣ·L⁻¹ − 2·herm(L⁻ᴴ·L̇ᴴ·Ā))`, `L̇` from the pushforward.
+struct CholeskyPullback<T> {
+    upper: bool,
+    ls: Vec<Mat<T>>,
+    batch: Vec<usize>,
+    n: usize,
+}
+
+impl<T: ImplicitScalar> CholeskyPullback<T> {
+    /// `L̄` (or its tangent) per matrix from the output's cotangent `t` (`Ūᴴ` for `upper`).
+    fn l_bars<B: SyncBackend>(
+        &self,
+        be: &B,
+        t: &Option<B::Tensor>,
+        name: &str,
+    ) -> Result<Vec<Mat<T>>> {
+        let n = self.n;
+        let Some(t) = t else {
+            return Ok(vec![Mat::zeros(n, n); self.ls.len()]);
+        };
+        let bars = host_mats::<B, T>(be, t, &self.batch, [n, n], name)?;
+        Ok(if self.upper {
+            bars.iter().map(|b| adjoint(b.as_ref())).collect()
+        } else {
+            bars
+        })
+    }
+}
+
+impl<B: SyncBackend, T: ImplicitScalar> crate::rule::Pullback<B> for CholeskyPullback<T> {
+    fn pullback(&self, be: &B, _: &Primal<B>, y: &[Option<B::Tensor>]) -> Cotangents<B> {
+        if y[0].is_none() {
+            return Ok(vec![None]);
+        }
+        let name = if self.upper { "u_bar" } else { "l_bar" };
+        let bars = self.l_bars(be, &y[0], name)?;
+        let h = per_matrix::<T, Mat<T>>(&self.batch, ("a_bar", self.n, self.n), |b| {
+            Ok(pullback(self.ls[b].as_ref(), bars[b].as_ref()))
+        })?;
+        Ok(vec![Some(be.from_host(h)?)])
+    }
+
+    fn pullback_tangent(
+        &self,
+        be: &B,
+        _: &Primal<B>,
+        y: &[Option<B::Tensor>],
+        dx: &[Option<B::Tensor>],
+        dy: &[Option<B::Tensor>],
+    ) -> Option<Result<(Vec<Option<B::Tensor>>, Vec<Option<B::Tensor>>)>> {
+        let run = || {
+            let n = self.n;
+            let (name, dot_name) = if self.upper {
+                ("u_bar", "u_bar_dot")
+            } else {
+                ("l_bar", "l_bar_dot")
+            };
+            let bars = self.l_bars(be, &y[0], name)?;
+            let bar_dots = self.l_bars(be, &dy[0], dot_name)?;
+            let a_dots = match &dx[0] {
+                Some(t) => host_mats::<B, T>(be, t, &self.batch, [n, n], "a_dot")?,
+                None => vec![Mat::zeros(n, n); self.ls.len()],
+            };
+            let (mut g, mut gd) = (vec![], vec![]);
+            for b in 0..self.ls.len() {
+                let l = self.ls[b].as_ref();
+                let a_bar = pullback(l, bars[b].as_ref());
+                let l_dot = pushforward(l, a_dots[b].as_ref());
+                // Ḣ = herm(Φ*(L̇ᴴ·L̄ + Lᴴ·L̄̇))
+                let y_dot =
+                    mm(l_dot.adjoint(), bars[b].as_ref()) + mm(l.adjoint(), bar_dots[b].as_ref());
+                let mut w = project(y_dot.as_ref());
+                tri_solve(l, false, false, true, &mut w);
+                let mut sand = adjoint(w.as_ref());
+                tri_solve(l, false, false, true, &mut sand);
+                // −L⁻ᴴ·L̇ᴴ·Ā − Ā·L̇·L⁻¹ = −2·herm(L⁻ᴴ·L̇ᴴ·Ā) (Ā Hermitian)
+                let mut q = mm(l_dot.adjoint(), a_bar.as_ref());
+                tri_solve(l, false, false, true, &mut q);
+                let two = real::<T>(2.0);
+                let h = hermitian_part(q.as_ref());
+                let dot = Mat::from_fn(n, n, |i, j| cj(sand[(j, i)]) - two * h[(i, j)]);
+                gd.push(hermitian_part(dot.as_ref()));
+                g.push(a_bar);
+            }
+            let join = crate::linalg::batch::join;
+            Ok((
+                vec![Some(be.from_host(join("a_bar", &self.batch, n, n, &g)?)?)],
+                vec![Some(be.from_host(join(
+                    "a_bar_dot",
+                    &self.batch,
+                    n,
+                    n,
+                    &gd,
+                )?)?)],
+            ))
+        };
+        Some(run())
+    }
+}
+
+/// `herm(Φ*(Y))`: `½·Yᵢⱼ` below the diagonal, `½·conj(Yⱼᵢ)` above it, `½·Re Yᵢᵢ` on it.
+fn project<T: ImplicitScalar>(y: MatRef<'_, T>) -> Mat<T> {
+    let n = y.nrows();
+    let half = real::<T>(0.5);
+    Mat::from_fn(n, n, |i, j| {
+        if i > j {
+            y[(i, j)] * half
+        } else if i < j {
+            crate::linalg::common::cj(y[(j, i)]) * half
+        } else {
+            real::<T>(0.5 * re(y[(i, i)]))
+        }
+    })
 }
 
 /// One matrix: `Ā = L⁻ᴴ·herm(Φ*(Lᴴ·L̄))·L⁻¹`.

@@ -15,7 +15,8 @@
 //! the rule drivers ([`rule::rrule`](crate::rule::rrule), [`rule::frule`](crate::rule::frule))
 //! or an engine's `apply_rule`.
 //!
-//! The rules on one LU (solve, inverse, determinant, slogdet) have a second order: their
+//! Cholesky, the triangular solve and the rules on one LU (solve, inverse, determinant,
+//! slogdet) have a second order: their
 //! pullbacks implement [`Pullback::pullback_tangent`](crate::rule::Pullback::pullback_tangent)
 //! (Hessian-vector products through [`RulePullback::pullback_tangent`](crate::rule::RulePullback::pullback_tangent)).
 //! The others are first order.

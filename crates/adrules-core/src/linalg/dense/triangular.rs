@@ -1,7 +1,5 @@
 //! Triangular solves `op(T)⁻¹·B` and `B·op(T)⁻¹`, with their pullback and pushforward.
 
-use std::sync::Arc;
-
 use faer::{Mat, MatRef};
 
 use super::{
@@ -28,7 +26,8 @@ use crate::scalar::ImplicitScalar;
 /// and `Ā = tri(−B̄·Xᴴ)` (left), or `B̄ = X̄·T⁻ᴴ` and `Ā = tri(−Xᴴ·B̄)` (right), `tri` the
 /// projection onto that triangle (Giles, "An extended collection of matrix derivative results
 /// for forward and reverse mode AD" (2008), §2.3.1 with the projection of the structured
-/// input; PyTorch's `linalg_solve_triangular_backward`).
+/// input; PyTorch's `linalg_solve_triangular_backward`). **Second order**: its pullback has
+/// [`pullback_tangent`](crate::rule::Pullback::pullback_tangent).
 ///
 /// # Errors
 /// [`Error::RankMismatch`], [`Error::ShapeMismatch`] (a non-square `A`, a `B` of another
@@ -151,35 +150,143 @@ fn rrule_t<B: SyncBackend, T: ImplicitScalar>(
     let (ts, xs, batch, [rows, cols]) = forward::<B, T>(rule, be, x)?;
     let out = be.from_host(super::super::batch::join("x", &batch, rows, cols, &xs)?)?;
     let n = ts.first().map_or(0, |t| t.nrows());
-    let a_active = active.first().copied().unwrap_or(true);
-    let kept = Arc::new((ts, xs));
-    let pullback = move |be: &B, _: &Primal<B>, y: &[Option<B::Tensor>]| -> Cotangents<B> {
-        let Some(y) = &y[0] else {
-            return Ok(vec![None, None]);
+    let pullback = TriPullback {
+        rule,
+        ts,
+        xs,
+        batch,
+        n,
+        dims: [rows, cols],
+        a_active: active.first().copied().unwrap_or(true),
+    };
+    Ok((vec![out], Box::new(pullback)))
+}
+
+/// The pullback of [`SolveTriangularRule`], with its second order: the product rule on
+/// `B̄ = op(T⁻ᴴ)·X̄`, `Ā = tri(−B̄·Xᴴ)` (left) or `tri(−Xᴴ·B̄)` (right), with `Ẋ` from the
+/// pushforward and `B̄̇ = T⁻ᴴ·(X̄̇ − Ṫᴴ·B̄)` (left) or `(X̄̇ − B̄·Ṫᴴ)·T⁻ᴴ` (right).
+struct TriPullback<T> {
+    rule: SolveTriangularRule,
+    ts: Vec<Mat<T>>,
+    xs: Vec<Mat<T>>,
+    batch: Vec<usize>,
+    n: usize,
+    dims: [usize; 2],
+    a_active: bool,
+}
+
+impl<T: ImplicitScalar> TriPullback<T> {
+    /// `tri(−B̄·Xᴴ)` (left) or `tri(−Xᴴ·B̄)` (right).
+    fn a_bar(&self, b_bar: MatRef<'_, T>, x: MatRef<'_, T>) -> Mat<T> {
+        let g = if self.rule.left {
+            mm(b_bar, x.adjoint())
+        } else {
+            mm(x.adjoint(), b_bar)
         };
-        let (ts, xs) = &*kept;
-        let bars = host_mats::<B, T>(be, y, &batch, [rows, cols], "x_bar")?;
-        let b_bars: Vec<Mat<T>> = (0..ts.len())
-            .map(|i| rule.solve(ts[i].as_ref(), bars[i].as_ref(), true))
-            .collect();
-        let a_bar = if a_active {
-            let h = per_matrix::<T, Mat<T>>(&batch, ("a_bar", n, n), |i| {
-                let (bb, xx) = (b_bars[i].as_ref(), xs[i].as_ref());
-                let g = if rule.left {
-                    mm(bb, xx.adjoint())
-                } else {
-                    mm(xx.adjoint(), bb)
-                };
-                Ok(-triangle(g.as_ref(), rule.upper, rule.unit_diagonal))
-            })?;
-            Some(be.from_host(h)?)
+        -triangle(g.as_ref(), self.rule.upper, self.rule.unit_diagonal)
+    }
+
+    fn out<B: SyncBackend>(
+        &self,
+        be: &B,
+        a: &[Mat<T>],
+        b: &[Mat<T>],
+    ) -> Result<Vec<Option<B::Tensor>>> {
+        let [rows, cols] = self.dims;
+        let join = super::super::batch::join;
+        let a_bar = if self.a_active {
+            Some(be.from_host(join("a_bar", &self.batch, self.n, self.n, a)?)?)
         } else {
             None
         };
-        let b_bar = super::super::batch::join("b_bar", &batch, rows, cols, &b_bars)?;
-        Ok(vec![a_bar, Some(be.from_host(b_bar)?)])
-    };
-    Ok((vec![out], Box::new(pullback)))
+        Ok(vec![
+            a_bar,
+            Some(be.from_host(join("b_bar", &self.batch, rows, cols, b)?)?),
+        ])
+    }
+
+    fn mats<B: SyncBackend>(
+        &self,
+        be: &B,
+        t: &Option<B::Tensor>,
+        dims: [usize; 2],
+        name: &str,
+    ) -> Result<Vec<Mat<T>>> {
+        match t {
+            Some(t) => host_mats::<B, T>(be, t, &self.batch, dims, name),
+            None => Ok(vec![Mat::zeros(dims[0], dims[1]); self.ts.len()]),
+        }
+    }
+}
+
+impl<B: SyncBackend, T: ImplicitScalar> crate::rule::Pullback<B> for TriPullback<T> {
+    fn pullback(&self, be: &B, _: &Primal<B>, y: &[Option<B::Tensor>]) -> Cotangents<B> {
+        if y[0].is_none() {
+            return Ok(vec![None, None]);
+        }
+        let bars = self.mats(be, &y[0], self.dims, "x_bar")?;
+        let b_bars: Vec<Mat<T>> = (0..self.ts.len())
+            .map(|i| self.rule.solve(self.ts[i].as_ref(), bars[i].as_ref(), true))
+            .collect();
+        let a_bars: Vec<Mat<T>> = (0..self.ts.len())
+            .map(|i| self.a_bar(b_bars[i].as_ref(), self.xs[i].as_ref()))
+            .collect();
+        self.out(be, &a_bars, &b_bars)
+    }
+
+    fn pullback_tangent(
+        &self,
+        be: &B,
+        _: &Primal<B>,
+        y: &[Option<B::Tensor>],
+        dx: &[Option<B::Tensor>],
+        dy: &[Option<B::Tensor>],
+    ) -> Option<Result<(Vec<Option<B::Tensor>>, Vec<Option<B::Tensor>>)>> {
+        let run = || {
+            let (n, rule) = (self.n, self.rule);
+            let bars = self.mats(be, &y[0], self.dims, "x_bar")?;
+            let bar_dots = self.mats(be, &dy[0], self.dims, "x_bar_dot")?;
+            let a_dots = self.mats(be, &dx[0], [n, n], "a_dot")?;
+            let b_dots = self.mats(be, &dx[1], self.dims, "b_dot")?;
+            let (mut ab, mut bb, mut abd, mut bbd) = (vec![], vec![], vec![], vec![]);
+            for i in 0..self.ts.len() {
+                let (t, x) = (self.ts[i].as_ref(), self.xs[i].as_ref());
+                let t_dot = triangle(a_dots[i].as_ref(), rule.upper, rule.unit_diagonal);
+                let b_bar = rule.solve(t, bars[i].as_ref(), true);
+                let (mut r, mut s) = (b_dots[i].clone(), bar_dots[i].clone());
+                if rule.left {
+                    r -= mm(t_dot.as_ref(), x);
+                    s -= mm(t_dot.adjoint(), b_bar.as_ref());
+                } else {
+                    r -= mm(x, t_dot.as_ref());
+                    s -= mm(b_bar.as_ref(), t_dot.adjoint());
+                }
+                let x_dot = rule.solve(t, r.as_ref(), false);
+                let b_bar_dot = rule.solve(t, s.as_ref(), true);
+                // Ā̇ = tri(−(B̄̇·Xᴴ + B̄·Ẋᴴ)) (left) or tri(−(Ẋᴴ·B̄ + Xᴴ·B̄̇)) (right)
+                let d1 = self.a_bar(b_bar_dot.as_ref(), x);
+                let d2 = if rule.left {
+                    -triangle(
+                        mm(b_bar.as_ref(), x_dot.adjoint()).as_ref(),
+                        rule.upper,
+                        rule.unit_diagonal,
+                    )
+                } else {
+                    -triangle(
+                        mm(x_dot.adjoint(), b_bar.as_ref()).as_ref(),
+                        rule.upper,
+                        rule.unit_diagonal,
+                    )
+                };
+                abd.push(d1 + d2);
+                ab.push(self.a_bar(b_bar.as_ref(), x));
+                bb.push(b_bar);
+                bbd.push(b_bar_dot);
+            }
+            Ok((self.out(be, &ab, &bb)?, self.out(be, &abd, &bbd)?))
+        };
+        Some(run())
+    }
 }
 
 fn frule_t<B: SyncBackend, T: ImplicitScalar>(
