@@ -20,7 +20,8 @@ The dense rules (`linalg_more`): with the same inputs as `benches/linalg_more.rs
 symmetric positive-definite `S = X X^T / n + I` for Cholesky, `A = X + 4 sqrt(n) I` for the
 others, `B`, `Yb` standard normal `n x n`, `sb` a scalar), the losses
 `sum(Yb * cholesky(S))`, `sum(Yb * solve(A, B))` (gradients in `A` and `B`),
-`sb * det(A)`, `sb * slogdet(A)[1]`, `sum(Yb * inv(A))`, forward + backward and the forward
+`sb * det(A / (4 sqrt(n)))` (in range), `sb * slogdet(A)[1]`, `sum(Yb * inv(A))`,
+`Re sum(conj(lb) * eigvals(A))` and `sum(Yb * expm(A / (4 sqrt(n))))`, forward + backward and the forward
 alone, by JAX (`value_and_grad`, jitted) and by PyTorch when it is installed (eager
 autograd, `torch.set_num_threads(1)`).
 """
@@ -94,12 +95,21 @@ def dense_jax(n):
     losses = {
         "cholesky": (lambda s, a, b, yb, sb: jnp.sum(yb * jnp.linalg.cholesky(s)), (0,)),
         "solve": (lambda s, a, b, yb, sb: jnp.sum(yb * jnp.linalg.solve(a, b)), (1, 2)),
-        "det": (lambda s, a, b, yb, sb: sb * jnp.linalg.det(a), (1,)),
+        "det": (lambda s, a, b, yb, sb: sb * jnp.linalg.det(a / (4.0 * n**0.5)), (1,)),
         "slogdet": (lambda s, a, b, yb, sb: sb * jnp.linalg.slogdet(a)[1], (1,)),
         "inv": (lambda s, a, b, yb, sb: jnp.sum(yb * jnp.linalg.inv(a)), (1,)),
+        "eig": (lambda s, a, b, yb, sb: jnp.real(jnp.sum(jnp.conj(lb) * jnp.linalg.eigvals(a))), (1,)),
+        "matrix_exp": (
+            lambda s, a, b, yb, sb: jnp.sum(yb * jax.scipy.linalg.expm(a / (4.0 * n**0.5))),
+            (1,),
+        ),
     }
+    import jax.scipy.linalg  # noqa: F401
+
     for dtype in (jnp.float32, jnp.float64):
         x = dense_inputs(n, dtype, jax.random.PRNGKey(1))
+        ctype = jnp.complex64 if dtype == jnp.float32 else jnp.complex128
+        lb = jax.random.normal(jax.random.PRNGKey(2), (n,), dtype=ctype)
         name = jnp.dtype(dtype).name
         for op, (loss, argnums) in losses.items():
             vg = jax.jit(jax.value_and_grad(loss, argnums=argnums))
@@ -130,9 +140,14 @@ def dense_torch(n):
     losses = {
         "cholesky": (lambda s, a, b, yb, sb: (yb * torch.linalg.cholesky(s)).sum(), (0,)),
         "solve": (lambda s, a, b, yb, sb: (yb * torch.linalg.solve(a, b)).sum(), (1, 2)),
-        "det": (lambda s, a, b, yb, sb: sb * torch.linalg.det(a), (1,)),
+        "det": (lambda s, a, b, yb, sb: sb * torch.linalg.det(a / (4.0 * n**0.5)), (1,)),
         "slogdet": (lambda s, a, b, yb, sb: sb * torch.linalg.slogdet(a)[1], (1,)),
         "inv": (lambda s, a, b, yb, sb: (yb * torch.linalg.inv(a)).sum(), (1,)),
+        "eig": (lambda s, a, b, yb, sb: (lb.conj() * torch.linalg.eigvals(a)).real.sum(), (1,)),
+        "matrix_exp": (
+            lambda s, a, b, yb, sb: (yb * torch.linalg.matrix_exp(a / (4.0 * n**0.5))).sum(),
+            (1,),
+        ),
     }
     for dtype in (torch.float32, torch.float64):
         g = torch.Generator().manual_seed(1)
@@ -141,6 +156,8 @@ def dense_torch(n):
         a = torch.randn(n, n, generator=g, dtype=dtype) + 4.0 * n**0.5 * torch.eye(n, dtype=dtype)
         b, yb = (torch.randn(n, n, generator=g, dtype=dtype) for _ in range(2))
         sb = torch.randn((), generator=g, dtype=dtype)
+        ctype = torch.complex64 if dtype == torch.float32 else torch.complex128
+        lb = torch.randn(n, generator=g, dtype=ctype)
         name = str(dtype).removeprefix("torch.")
         for op, (loss, argnums) in losses.items():
             def fb():

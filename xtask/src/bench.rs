@@ -470,7 +470,15 @@ fn linalg_more(all: &[Estimate]) {
     );
     println!("| case | rule (forward + backward) | forward alone | ratio |");
     println!("|---|---:|---:|---:|");
-    for op in ["cholesky", "solve", "det", "slogdet", "inv"] {
+    for op in [
+        "cholesky",
+        "solve",
+        "det",
+        "slogdet",
+        "inv",
+        "eig",
+        "matrix_exp",
+    ] {
         let group = format!("linalg_more_{op}");
         for (v, rule, fwd) in pairs(all, &group, "rule", "forward") {
             println!(
