@@ -70,7 +70,7 @@ pub(crate) fn dense(seed: u64) -> Result<(), Finding> {
     }
     let case = format!("{name} {kind:?} {dtype} {batch:?} {m}×{n}");
     let upper = rng.below(2) == 0;
-    let result = match name {
+    match name {
         "cholesky" => run(&CholeskyRule { upper }, &hosts, &mut rng, &case),
         "solve_triangular" => {
             let r = SolveTriangularRule {
@@ -96,8 +96,7 @@ pub(crate) fn dense(seed: u64) -> Result<(), Finding> {
             ][rng.below(3)];
             run(&MatrixNormRule { norm }, &hosts, &mut rng, &case)
         }
-    };
-    result
+    }
 }
 
 /// `rule` on `hosts` through the drivers: the findings of the module docs.

@@ -445,7 +445,7 @@ pub trait Pullback<B: Backend>: Send + Sync {
     /// that `ẋ̄ = H_φ·ẋ` for `φ(x) = Re Σⱼ⟨ȳⱼ, yⱼ(x)⟩` when the cotangents are constants (a
     /// Hessian-vector product). `None` (the default): the rule has no second order; the
     /// driver ([`RulePullback::pullback_tangent`]) then returns
-    /// [`Error::Unsupported`](crate::Error::Unsupported).
+    /// [`Error::Unsupported`].
     ///
     /// # Errors
     /// Whatever the computation returns.

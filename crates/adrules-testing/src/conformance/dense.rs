@@ -546,7 +546,8 @@ fn errors<B: SyncBackend>(be: &B, dtype: DType, a: &B::Tensor) -> Result<()> {
     let rhs3 = host(&[3], vec![1.0; 3])?;
     let shape = |e: &Error| matches!(e, Error::ShapeMismatch { .. });
     let sing = |e: &Error| matches!(e, Error::Singular { .. });
-    let rules_1: [(&str, &dyn Fn(&B::Tensor) -> Result<Vec<B::Tensor>>); 4] = [
+    type Primal<'a, T> = &'a dyn Fn(&T) -> Result<Vec<T>>;
+    let rules_1: [(&str, Primal<'_, B::Tensor>); 4] = [
         ("inv", &|x| rule::primal(&InvRule, be, &[x])),
         ("det", &|x| rule::primal(&DetRule, be, &[x])),
         ("slogdet", &|x| rule::primal(&SlogdetRule, be, &[x])),

@@ -91,7 +91,7 @@ struct Eig<C> {
 /// `A` as complex matrices `C` (real inputs promoted).
 fn complex_mats<B: Backend, C: ImplicitScalar>(be: &B, a: &B::Tensor) -> Result<Vec<Mat<C>>> {
     let h = be.to_host(a)?.to_dtype_projected(C::DTYPE);
-    let _ = by_dtype!(be.dtype(a), check_input::<B>(be, a))?;
+    by_dtype!(be.dtype(a), check_input::<B>(be, a))?;
     split::<C>(&h, "a", false)
 }
 
@@ -119,7 +119,7 @@ fn eig_one<C: ImplicitScalar>(a: MatRef<'_, C>, b: usize) -> Result<(Vec<C>, Mat
         let norm = (0..n).map(|i| abs(v[(i, j)]).powi(2)).sum::<f64>().sqrt();
         if norm > 0.0 {
             for i in 0..n {
-                v[(i, j)] = v[(i, j)] * cplx::<C>(1.0 / norm, 0.0);
+                v[(i, j)] *= cplx::<C>(1.0 / norm, 0.0);
             }
         }
     }

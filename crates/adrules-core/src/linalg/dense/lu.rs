@@ -391,6 +391,7 @@ impl Rule for InvRule {
     }
 }
 
+#[allow(clippy::type_complexity)]
 fn inv_forward<B: Backend, T: ImplicitScalar>(
     be: &B,
     a: &B::Tensor,
