@@ -388,7 +388,7 @@ mod tests {
                 files += 1;
             }
         }
-        assert_eq!(files, 10);
+        assert_eq!(files, 17);
     }
 
     #[test]

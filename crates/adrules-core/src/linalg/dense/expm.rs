@@ -4,10 +4,9 @@
 use faer::linalg::solvers::Solve;
 use faer::{Mat, MatRef};
 
-use super::{Cotangents, Outputs, WithTangents, dense_rule, input_mats, square_dims};
+use super::{Cotangents, Outputs, WithTangents, input_mats, square_dims, square_rule};
 use crate::backend::Backend;
 use crate::error::Result;
-use crate::linalg::batch::by_dtype;
 use crate::linalg::common::{abs, mm, real};
 use crate::linalg::driver::{host_mats, per_matrix};
 use crate::rule::{Primal, Rule, SyncBackend};
@@ -37,6 +36,20 @@ const B13: [f64; 14] = [
 /// (Higham 2005, Table 2.3).
 const THETA13: f64 = 5.371920351148152;
 
+/// The number of squarings `s = max(0, ⌈log₂(‖A‖₁/θ₁₃)⌉)` and the factor `2⁻ˢ` that brings
+/// `‖A‖₁` to at most `θ₁₃`.
+fn squarings<T: ImplicitScalar>(a: MatRef<'_, T>) -> (i32, T) {
+    let norm1 = (0..a.ncols())
+        .map(|j| (0..a.nrows()).map(|i| abs(a[(i, j)])).sum::<f64>())
+        .fold(0.0, f64::max);
+    let s = if norm1 > THETA13 {
+        (norm1 / THETA13).log2().ceil().max(0.0) as i32
+    } else {
+        0
+    };
+    (s, real::<T>(0.5f64.powi(s)))
+}
+
 /// `e^A` for one square matrix: `A/2ˢ` with `s = max(0, ⌈log₂(‖A‖₁/θ₁₃)⌉)`, the `[13/13]`
 /// Padé approximant `r = (V − U)⁻¹·(V + U)` of it, squared `s` times (Higham, "The scaling
 /// and squaring method for the matrix exponential revisited", SIAM J. Matrix Anal. Appl. 26
@@ -47,15 +60,7 @@ pub(crate) fn expm<T: ImplicitScalar>(a: MatRef<'_, T>) -> Mat<T> {
     if n == 0 {
         return Mat::zeros(0, 0);
     }
-    let norm1 = (0..n)
-        .map(|j| (0..n).map(|i| abs(a[(i, j)])).sum::<f64>())
-        .fold(0.0, f64::max);
-    let s = if norm1 > THETA13 {
-        (norm1 / THETA13).log2().ceil().max(0.0) as i32
-    } else {
-        0
-    };
-    let scale = real::<T>(0.5f64.powi(s));
+    let (s, scale) = squarings(a);
     let a = Mat::from_fn(n, n, |i, j| a[(i, j)] * scale);
     let eye = Mat::<T>::identity(n, n);
     let b = |k: usize| real::<T>(B13[k]);
@@ -101,15 +106,7 @@ pub(crate) fn expm_frechet<T: ImplicitScalar>(a: MatRef<'_, T>, e: MatRef<'_, T>
     if n == 0 {
         return Mat::zeros(0, 0);
     }
-    let norm1 = (0..n)
-        .map(|j| (0..n).map(|i| abs(a[(i, j)])).sum::<f64>())
-        .fold(0.0, f64::max);
-    let s = if norm1 > THETA13 {
-        (norm1 / THETA13).log2().ceil().max(0.0) as i32
-    } else {
-        0
-    };
-    let scale = real::<T>(0.5f64.powi(s));
+    let (s, scale) = squarings(a);
     let a = Mat::from_fn(n, n, |i, j| a[(i, j)] * scale);
     let e = Mat::from_fn(n, n, |i, j| e[(i, j)] * scale);
     let b = |k: usize| real::<T>(B13[k]);
@@ -181,24 +178,7 @@ pub fn matrix_exp<B: SyncBackend>(be: &B, a: &B::Tensor) -> Result<B::Tensor> {
 }
 
 impl Rule for MatrixExpRule {
-    dense_rule!("matrix_exp", 1, 1);
-
-    fn check<B: Backend>(&self, be: &B, x: &[&B::Tensor]) -> Result<()> {
-        square_dims(&be.dims(x[0]), "a").map(drop)
-    }
-
-    fn rrule<B: SyncBackend>(&self, be: &B, x: &[&B::Tensor], _: &[bool]) -> Result<Outputs<B>> {
-        by_dtype!(be.dtype(x[0]), rrule_t::<B>(be, x[0]))
-    }
-
-    fn frule<B: SyncBackend>(
-        &self,
-        be: &B,
-        x: &[&B::Tensor],
-        dx: &[Option<&B::Tensor>],
-    ) -> Result<WithTangents<B>> {
-        by_dtype!(be.dtype(x[0]), frule_t::<B>(be, x[0], dx[0]))
-    }
+    square_rule!("matrix_exp", 1, rrule_t, frule_t);
 }
 
 #[allow(clippy::type_complexity)]

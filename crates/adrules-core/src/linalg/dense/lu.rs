@@ -7,7 +7,7 @@ use faer::{Mat, MatRef};
 use super::lu_second::{DetPullback, InvPullback, SolvePullback};
 use super::{
     Outputs, WithTangents, arg_mats, check_pivots, dense_rule, gather_scalars, input_mats,
-    reshaped, same_dtype, square_dims, tri_solve,
+    reshaped, rhs_dims, same_dtype, square_dims, square_rule, tri_solve,
 };
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -234,26 +234,7 @@ impl SolveRule {
     /// `(batch, n, k, vector)` of `A` and `B`, checked.
     fn dims(a: &[usize], b: &[usize]) -> Result<(Vec<usize>, usize, usize, bool)> {
         let (batch, n) = square_dims(a, "a")?;
-        let vector = b.len() + 1 == a.len();
-        let (lead, rows, k) = if vector {
-            (&b[..b.len() - 1], b[b.len() - 1], 1)
-        } else if b.len() == a.len() {
-            (&b[..b.len() - 2], b[b.len() - 2], b[b.len() - 1])
-        } else {
-            return Err(Error::RankMismatch {
-                arg: "b".into(),
-                expected: a.len(),
-                actual: b.len(),
-            });
-        };
-        if lead != &batch[..] || rows != n {
-            let mut want = batch.clone();
-            want.push(n);
-            if !vector {
-                want.push(k);
-            }
-            return Err(Error::shape("b", &want, b));
-        }
+        let (k, vector) = rhs_dims(&batch, n, a.len(), b)?;
         Ok((batch, n, k, vector))
     }
 }
@@ -371,24 +352,7 @@ fn solve_frule_t<B: SyncBackend, T: ImplicitScalar>(
 pub struct InvRule;
 
 impl Rule for InvRule {
-    dense_rule!("inv", 1, 1);
-
-    fn check<B: Backend>(&self, be: &B, x: &[&B::Tensor]) -> Result<()> {
-        square_dims(&be.dims(x[0]), "a").map(drop)
-    }
-
-    fn rrule<B: SyncBackend>(&self, be: &B, x: &[&B::Tensor], _: &[bool]) -> Result<Outputs<B>> {
-        by_dtype!(be.dtype(x[0]), inv_rrule_t::<B>(be, x[0]))
-    }
-
-    fn frule<B: SyncBackend>(
-        &self,
-        be: &B,
-        x: &[&B::Tensor],
-        dx: &[Option<&B::Tensor>],
-    ) -> Result<WithTangents<B>> {
-        by_dtype!(be.dtype(x[0]), inv_frule_t::<B>(be, x[0], dx[0]))
-    }
+    square_rule!("inv", 1, inv_rrule_t, inv_frule_t);
 }
 
 #[allow(clippy::type_complexity)]
@@ -445,24 +409,7 @@ fn inv_frule_t<B: SyncBackend, T: ImplicitScalar>(
 pub struct DetRule;
 
 impl Rule for DetRule {
-    dense_rule!("det", 1, 1);
-
-    fn check<B: Backend>(&self, be: &B, x: &[&B::Tensor]) -> Result<()> {
-        square_dims(&be.dims(x[0]), "a").map(drop)
-    }
-
-    fn rrule<B: SyncBackend>(&self, be: &B, x: &[&B::Tensor], _: &[bool]) -> Result<Outputs<B>> {
-        by_dtype!(be.dtype(x[0]), det_rrule_t::<B>(be, x[0], false))
-    }
-
-    fn frule<B: SyncBackend>(
-        &self,
-        be: &B,
-        x: &[&B::Tensor],
-        dx: &[Option<&B::Tensor>],
-    ) -> Result<WithTangents<B>> {
-        by_dtype!(be.dtype(x[0]), det_frule_t::<B>(be, x[0], dx[0], false))
-    }
+    square_rule!("det", 1, det_rrule_t, det_frule_t, false);
 }
 
 /// The sign (phase) and the log-modulus of the determinant as a rule: one input
@@ -485,24 +432,7 @@ impl Rule for DetRule {
 pub struct SlogdetRule;
 
 impl Rule for SlogdetRule {
-    dense_rule!("slogdet", 1, 2);
-
-    fn check<B: Backend>(&self, be: &B, x: &[&B::Tensor]) -> Result<()> {
-        square_dims(&be.dims(x[0]), "a").map(drop)
-    }
-
-    fn rrule<B: SyncBackend>(&self, be: &B, x: &[&B::Tensor], _: &[bool]) -> Result<Outputs<B>> {
-        by_dtype!(be.dtype(x[0]), det_rrule_t::<B>(be, x[0], true))
-    }
-
-    fn frule<B: SyncBackend>(
-        &self,
-        be: &B,
-        x: &[&B::Tensor],
-        dx: &[Option<&B::Tensor>],
-    ) -> Result<WithTangents<B>> {
-        by_dtype!(be.dtype(x[0]), det_frule_t::<B>(be, x[0], dx[0], true))
-    }
+    square_rule!("slogdet", 2, det_rrule_t, det_frule_t, true);
 }
 
 /// `det` (or, with `log`, `[sign, log|det|]`): the outputs, the LUs and the determinants.

@@ -89,6 +89,42 @@ pub(crate) fn square_dims(dims: &[usize], arg: &str) -> Result<(Vec<usize>, usiz
     Ok((batch, n))
 }
 
+/// `(k, vector)` of a right-hand side `b` for a matrix `A: [batch…, rows, ·]` of rank `rank`:
+/// a batch of vectors `[batch…, rows]` (`b`'s rank one less, `k = 1`) or of matrices
+/// `[batch…, rows, k]` (the same rank).
+///
+/// # Errors
+/// [`Error::RankMismatch`] for another rank, [`Error::ShapeMismatch`] (`"b"`) for another batch
+/// or row count.
+pub(crate) fn rhs_dims(
+    batch: &[usize],
+    rows: usize,
+    rank: usize,
+    b: &[usize],
+) -> Result<(usize, bool)> {
+    let vector = b.len() + 1 == rank;
+    let (lead, r, k) = if vector {
+        (&b[..b.len() - 1], b[b.len() - 1], 1)
+    } else if b.len() == rank {
+        (&b[..b.len() - 2], b[b.len() - 2], b[b.len() - 1])
+    } else {
+        return Err(Error::RankMismatch {
+            arg: "b".into(),
+            expected: rank,
+            actual: b.len(),
+        });
+    };
+    if lead != batch || r != rows {
+        let mut want = batch.to_vec();
+        want.push(rows);
+        if !vector {
+            want.push(k);
+        }
+        return Err(Error::shape("b", &want, b));
+    }
+    Ok((k, vector))
+}
+
 /// The dtypes of two inputs must be equal.
 pub(crate) fn same_dtype(a: DType, b: DType, arg: &str) -> Result<()> {
     if a == b {
@@ -271,6 +307,41 @@ macro_rules! dense_rule {
     };
 }
 pub(crate) use dense_rule;
+
+/// [`dense_rule!`] for a rule of one square input `A` whose `rrule` and `frule` are the
+/// functions `$rrule::<B, T>(be, a $(, $extra)*)` and `$frule::<B, T>(be, a, ȧ $(, $extra)*)`
+/// for the dtype `T` of `A`, and whose `check` is `A`'s squareness.
+macro_rules! square_rule {
+    ($name:literal, $m:literal, $rrule:ident, $frule:ident $(, $extra:expr)*) => {
+        $crate::linalg::dense::dense_rule!($name, 1, $m);
+
+        fn check<B: Backend>(&self, be: &B, x: &[&B::Tensor]) -> Result<()> {
+            $crate::linalg::dense::square_dims(&be.dims(x[0]), "a").map(drop)
+        }
+
+        fn rrule<B: SyncBackend>(
+            &self,
+            be: &B,
+            x: &[&B::Tensor],
+            _: &[bool],
+        ) -> Result<$crate::linalg::dense::Outputs<B>> {
+            $crate::linalg::batch::by_dtype!(be.dtype(x[0]), $rrule::<B>(be, x[0] $(, $extra)*))
+        }
+
+        fn frule<B: SyncBackend>(
+            &self,
+            be: &B,
+            x: &[&B::Tensor],
+            dx: &[Option<&B::Tensor>],
+        ) -> Result<$crate::linalg::dense::WithTangents<B>> {
+            $crate::linalg::batch::by_dtype!(
+                be.dtype(x[0]),
+                $frule::<B>(be, x[0], dx[0] $(, $extra)*)
+            )
+        }
+    };
+}
+pub(crate) use square_rule;
 
 /// A rule's outputs with its pullback.
 pub(crate) type Outputs<B> = (

@@ -243,26 +243,7 @@ impl LstsqRule {
     /// `(batch, [m, n], k, vector)`, checked.
     fn dims(a: &[usize], b: &[usize]) -> Result<(Vec<usize>, [usize; 2], usize, bool)> {
         let (batch, m, n) = matrix_dims(a, "a")?;
-        let vector = b.len() + 1 == a.len();
-        let (lead, rows, k) = if vector {
-            (&b[..b.len() - 1], b[b.len() - 1], 1)
-        } else if b.len() == a.len() {
-            (&b[..b.len() - 2], b[b.len() - 2], b[b.len() - 1])
-        } else {
-            return Err(Error::RankMismatch {
-                arg: "b".into(),
-                expected: a.len(),
-                actual: b.len(),
-            });
-        };
-        if lead != &batch[..] || rows != m {
-            let mut want = batch.clone();
-            want.push(m);
-            if !vector {
-                want.push(k);
-            }
-            return Err(Error::shape("b", &want, b));
-        }
+        let (k, vector) = super::rhs_dims(&batch, m, a.len(), b)?;
         Ok((batch, [m, n], k, vector))
     }
 }
