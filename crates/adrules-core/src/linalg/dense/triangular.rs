@@ -35,7 +35,9 @@ use crate::scalar::ImplicitScalar;
 /// [`Error::InvalidArgument`] (a non-finite entry), [`Error::Singular`] for a zero diagonal
 /// entry of `T` (not with `unit_diagonal`), [`Error::NonFinite`] for a solution beyond the
 /// dtype's range.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+///
+/// The default is PyTorch's and SciPy's: the lower triangle, `T·X = B`, the diagonal read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SolveTriangularRule {
     /// `T` is the upper triangle of `A` (else the lower)
     pub upper: bool,
@@ -43,6 +45,16 @@ pub struct SolveTriangularRule {
     pub left: bool,
     /// `T`'s diagonal is taken as ones (not read)
     pub unit_diagonal: bool,
+}
+
+impl Default for SolveTriangularRule {
+    fn default() -> Self {
+        SolveTriangularRule {
+            upper: false,
+            left: true,
+            unit_diagonal: false,
+        }
+    }
 }
 
 /// `X` with `T·X = B` (or `X·T = B`) for the triangle `T` of `A` that `rule` chooses (see
