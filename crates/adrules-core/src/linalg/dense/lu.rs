@@ -60,24 +60,8 @@ pub(crate) struct Lu<T> {
 impl<T: ImplicitScalar> Lu<T> {
     /// From a backend's `P`, `L`, `U` of matrix `b` of the batch.
     fn new(p: MatRef<'_, T>, l: Mat<T>, u: Mat<T>, b: usize) -> Result<Self> {
-        let n = p.nrows();
-        let mut perm = vec![usize::MAX; n];
-        for i in 0..n {
-            for r in 0..n {
-                if p[(r, i)] != T::zero() {
-                    if p[(r, i)] != T::one() || perm[i] != usize::MAX {
-                        return Err(not_a_permutation(b));
-                    }
-                    perm[i] = r;
-                }
-            }
-        }
-        let mut seen = vec![false; n];
-        for &r in &perm {
-            if r == usize::MAX || std::mem::replace(&mut seen[r], true) {
-                return Err(not_a_permutation(b));
-            }
-        }
+        let perm = permutation(p, b)?;
+        let n = perm.len();
         // parity by cycle decomposition
         let mut sign = 1.0;
         let mut visited = vec![false; n];
@@ -140,6 +124,33 @@ impl<T: ImplicitScalar> Lu<T> {
         let z = self.solve(a_dot);
         (0..self.n()).fold(T::zero(), |s, i| s + z[(i, i)])
     }
+}
+
+/// `perm[i]`, the row of `A` that row `i` of `L·U` is, from a backend's `P` (`A = P·L·U`,
+/// so `P[perm[i], i] = 1`) of matrix `b` of the batch.
+///
+/// # Errors
+/// [`Error::Backend`] when `P` is not a permutation matrix.
+pub(super) fn permutation<T: ImplicitScalar>(p: MatRef<'_, T>, b: usize) -> Result<Vec<usize>> {
+    let n = p.nrows();
+    let mut perm = vec![usize::MAX; n];
+    for i in 0..n {
+        for r in 0..n {
+            if p[(r, i)] != T::zero() {
+                if p[(r, i)] != T::one() || perm[i] != usize::MAX {
+                    return Err(not_a_permutation(b));
+                }
+                perm[i] = r;
+            }
+        }
+    }
+    let mut seen = vec![false; n];
+    for &r in &perm {
+        if r == usize::MAX || std::mem::replace(&mut seen[r], true) {
+            return Err(not_a_permutation(b));
+        }
+    }
+    Ok(perm)
 }
 
 fn not_a_permutation(b: usize) -> Error {

@@ -94,10 +94,8 @@ fn forward<B: Backend, T: ImplicitScalar>(
     let us = split::<T>(&be.to_host(&u)?, "u", false)?;
     let mut factors = Vec::with_capacity(ps.len());
     let mut packed = Vec::with_capacity(ps.len());
-    for (p, (l, u)) in ps.iter().zip(ls.into_iter().zip(us)) {
-        let perm = (0..m)
-            .map(|i| (0..m).find(|&r| p[(r, i)] != T::zero()).unwrap_or(i))
-            .collect();
+    for (b, (p, (l, u))) in ps.iter().zip(ls.into_iter().zip(us)).enumerate() {
+        let perm = super::lu::permutation(p.as_ref(), b)?;
         packed.push(Mat::from_fn(m, n, |i, j| {
             if i > j { l[(i, j)] } else { u[(i, j)] }
         }));
