@@ -4,7 +4,7 @@ use faer::{Mat, MatRef, Side};
 
 use super::{
     Cotangents, Outputs, WithTangents, adjoint, dense_rule, hermitian_part, input_mats,
-    square_dims, tri_solve, triangle,
+    mats_or_zeros, square_dims, tri_solve, triangle,
 };
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -187,10 +187,7 @@ impl<T: ImplicitScalar> CholeskyPullback<T> {
         name: &str,
     ) -> Result<Vec<Mat<T>>> {
         let n = self.n;
-        let Some(t) = t else {
-            return Ok(vec![Mat::zeros(n, n); self.ls.len()]);
-        };
-        let bars = host_mats::<B, T>(be, t, &self.batch, [n, n], name)?;
+        let bars = mats_or_zeros::<B, T>(be, t, &self.batch, [n, n], name)?;
         Ok(if self.upper {
             bars.iter().map(|b| adjoint(b.as_ref())).collect()
         } else {
@@ -229,10 +226,7 @@ impl<B: SyncBackend, T: ImplicitScalar> crate::rule::Pullback<B> for CholeskyPul
             };
             let bars = self.l_bars(be, &y[0], name)?;
             let bar_dots = self.l_bars(be, &dy[0], dot_name)?;
-            let a_dots = match &dx[0] {
-                Some(t) => host_mats::<B, T>(be, t, &self.batch, [n, n], "a_dot")?,
-                None => vec![Mat::zeros(n, n); self.ls.len()],
-            };
+            let a_dots = mats_or_zeros::<B, T>(be, &dx[0], &self.batch, [n, n], "a_dot")?;
             let (mut g, mut gd) = (vec![], vec![]);
             for b in 0..self.ls.len() {
                 let l = self.ls[b].as_ref();

@@ -8,7 +8,7 @@
 use faer::Mat;
 
 use super::lu::Lu;
-use super::{arg_mats, arg_scalars, check_pivots, reshaped};
+use super::{arg_mats, arg_scalars, check_pivots, mats_or_zeros, reshaped};
 use crate::error::Result;
 use crate::linalg::batch::join;
 use crate::linalg::common::{abs, cj, cplx, im, mm, real};
@@ -152,11 +152,8 @@ impl<B: SyncBackend, T: ImplicitScalar> Pullback<B> for InvPullback<T> {
     ) -> Pair<B> {
         let run = || -> Result<(Tensors<B>, Tensors<B>)> {
             let n = self.n;
-            let mats = |t: &Option<B::Tensor>, name: &str| -> Result<Vec<Mat<T>>> {
-                match t {
-                    Some(t) => host_mats::<B, T>(be, t, &self.batch, [n, n], name),
-                    None => Ok(vec![Mat::zeros(n, n); self.ys.len()]),
-                }
+            let mats = |t: &Option<B::Tensor>, name: &str| {
+                mats_or_zeros::<B, T>(be, t, &self.batch, [n, n], name)
             };
             let (bars, bar_dots, a_dots) = (
                 mats(&y[0], "y_bar")?,
@@ -276,10 +273,7 @@ impl<B: SyncBackend, T: ImplicitScalar> Pullback<B> for DetPullback<T> {
             } else {
                 (["det_bar"; 2], ["det_bar_dot"; 2])
             };
-            let a_dots = match &dx[0] {
-                Some(t) => host_mats::<B, T>(be, t, &self.batch, [n, n], "a_dot")?,
-                None => vec![Mat::zeros(n, n); self.lus.len()],
-            };
+            let a_dots = mats_or_zeros::<B, T>(be, &dx[0], &self.batch, [n, n], "a_dot")?;
             let mut ts = Vec::with_capacity(self.lus.len());
             for (i, lu) in self.lus.iter().enumerate() {
                 check_pivots(lu.u.as_ref(), self.what(), i)?;

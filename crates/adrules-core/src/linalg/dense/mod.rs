@@ -212,6 +212,22 @@ pub(crate) fn input_mats<B: Backend, T: ImplicitScalar>(
     super::batch::split::<T>(&be.to_host(t)?, arg, true)
 }
 
+/// A rule's batched `rows × cols` matrix argument (a cotangent or a tangent) `t` as
+/// [`host_mats`](super::driver::host_mats) checks and copies it, one matrix per entry of the
+/// batch; zeros when it is absent (`None`, a zero cotangent or tangent).
+pub(crate) fn mats_or_zeros<B: Backend, T: ImplicitScalar>(
+    be: &B,
+    t: &Option<B::Tensor>,
+    batch: &[usize],
+    [rows, cols]: [usize; 2],
+    arg: &str,
+) -> Result<Vec<Mat<T>>> {
+    match t {
+        Some(t) => super::driver::host_mats::<B, T>(be, t, batch, [rows, cols], arg),
+        None => Ok(vec![Mat::zeros(rows, cols); batch.iter().product()]),
+    }
+}
+
 /// A rule's batched cotangent or tangent `t` of a vector-or-matrix output of shape
 /// `[batch…, rows]` (`vector`) or `[batch…, rows, cols]`, checked as
 /// [`host_arg`](super::host_arg) does, as `rows × cols` matrices (`cols = 1` for a vector).

@@ -224,10 +224,7 @@ impl<T: ImplicitScalar> TriPullback<T> {
         dims: [usize; 2],
         name: &str,
     ) -> Result<Vec<Mat<T>>> {
-        match t {
-            Some(t) => host_mats::<B, T>(be, t, &self.batch, dims, name),
-            None => Ok(vec![Mat::zeros(dims[0], dims[1]); self.ts.len()]),
-        }
+        super::mats_or_zeros::<B, T>(be, t, &self.batch, dims, name)
     }
 }
 
